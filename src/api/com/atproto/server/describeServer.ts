@@ -1,0 +1,19 @@
+// com.atproto.server.describeServer: what a client needs before it signs up.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+
+export default (api: Server, { config }: Pick<Services, 'config'>) =>
+  api.com.atproto.server.describeServer(async () => ({
+    encoding: 'application/json',
+    body: {
+      did: config.serviceDid,
+      availableUserDomains: config.handleDomains,
+      inviteCodeRequired: config.inviteRequired,
+      phoneVerificationRequired: false,
+      links: {
+        privacyPolicy: config.links.privacyPolicy,
+        termsOfService: config.links.termsOfService,
+      },
+      contact: { email: config.links.contactEmail },
+    },
+  }))

@@ -1,0 +1,24 @@
+// Mounts every handler on the generated server. Each method's auth comes from its registry row,
+// injected here, so a handler module only implements the method.
+import type { Server } from '../generated/server/index.js'
+import type { Services } from '../context.js'
+import { createVerifier } from '../auth/verifier.js'
+import describeServer from './com/atproto/server/describeServer.js'
+import resolveHandle from './com/atproto/identity/resolveHandle.js'
+
+const handlers: ((api: Server, s: Services) => void)[] = [describeServer, resolveHandle]
+
+/** mounts the handlers and returns the method ids they registered */
+export function mountApi(api: Server, services: Services): string[] {
+  const mounted: string[] = []
+  const xrpc = api.xrpc
+  const method = xrpc.method.bind(xrpc)
+  xrpc.method = ((nsid: string, cfg: unknown) => {
+    const config = typeof cfg === 'function' ? { handler: cfg } : (cfg as object)
+    if (mounted.includes(nsid)) throw new Error(`${nsid} has two handlers`)
+    mounted.push(nsid)
+    method(nsid, { ...config, auth: createVerifier(nsid, services) } as never)
+  }) as typeof xrpc.method
+  for (const mount of handlers) mount(api, services)
+  return mounted
+}

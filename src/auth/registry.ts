@@ -1,0 +1,132 @@
+// Every method id the server knows, with its auth check, the account statuses it admits, the
+// OAuth scope it requires, whether app-password sessions must be privileged, and its rate limit.
+// Rows come from part 1 §5.1, part 2 §4.6 and DECISIONS.md 1, 14 and 17; a row may exist before
+// its handler does. Handlers never see the Authorization header: they declare nothing, this table
+// does.
+import type { AccountStatus } from '../db/index.js'
+
+export type Check =
+  | 'none' // unauthenticated
+  | 'access' // session Bearer or OAuth DPoP access token
+  | 'optional' // as access, but a missing header yields no account; a bad one still errors
+  | 'refresh' // session refresh token (refreshSession, deleteSession only)
+  | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
+
+export type Scope = 'atproto' | 'transition:generic'
+export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload'
+
+export type Row = {
+  check: Check
+  /** statuses admitted past the gate; default ['active'] (takendown and deleted never pass) */
+  statuses?: AccountStatus[]
+  /** OAuth callers only: session callers are fully privileged (part 2 §4.6 rule 1) */
+  scope?: Scope
+  /** DECISIONS.md 1: a non-privileged app-password session gets 403 InsufficientScope */
+  privileged?: boolean | ((params: Record<string, unknown>) => boolean)
+  rateLimit?: RateLimitName
+  /** also accepts the migration service token of part 2 §4.8 as Bearer */
+  migrationToken?: boolean
+}
+
+const DEACTIVATED_OK: AccountStatus[] = ['active', 'deactivated']
+
+export const registry: Record<string, Row> = {
+  // part 1: sessions
+  'com.atproto.server.createSession': { check: 'none', rateLimit: 'login' },
+  'com.atproto.server.refreshSession': { check: 'refresh' },
+  'com.atproto.server.deleteSession': { check: 'refresh' },
+  'com.atproto.server.getSession': { check: 'access', scope: 'atproto' },
+  'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount' },
+
+  // part 1: app passwords
+  'com.atproto.server.createAppPassword': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.listAppPasswords': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.revokeAppPassword': { check: 'access', scope: 'transition:generic', privileged: true },
+
+  // part 1: email flows
+  'com.atproto.server.requestEmailConfirmation': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.server.confirmEmail': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.requestEmailUpdate': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.server.updateEmail': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.requestPasswordReset': { check: 'none', rateLimit: 'resetPassword' },
+  'com.atproto.server.resetPassword': { check: 'none', rateLimit: 'resetPassword' },
+
+  // part 1: lifecycle
+  'com.atproto.server.checkAccountStatus': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  'com.atproto.server.deactivateAccount': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
+  'com.atproto.server.requestAccountDelete': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.server.deleteAccount': { check: 'access', scope: 'transition:generic' },
+
+  // part 1: discovery
+  'com.atproto.server.describeServer': { check: 'none' },
+  'com.atproto.identity.resolveHandle': { check: 'none' },
+  'com.atproto.identity.resolveDid': { check: 'none' },
+
+  // part 2 §4.6 and §4.7: invites and service auth
+  'com.atproto.server.getAccountInviteCodes': { check: 'access', scope: 'atproto' },
+  'com.atproto.server.getServiceAuth': {
+    check: 'access',
+    scope: 'atproto',
+    privileged: (p) => p.lxm === 'com.atproto.server.createAccount',
+  },
+  'com.atproto.server.createInviteCode': { check: 'admin' },
+  'com.atproto.server.createInviteCodes': { check: 'admin' },
+
+  // repositories and blobs
+  'com.atproto.repo.createRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
+  'com.atproto.repo.putRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
+  'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
+  'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
+  'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
+  'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
+  // DECISIONS.md 17: reads need `atproto` of an OAuth caller; anyone may read without a token
+  'com.atproto.repo.getRecord': { check: 'optional', scope: 'atproto' },
+  'com.atproto.repo.listRecords': { check: 'optional', scope: 'atproto' },
+  'com.atproto.repo.describeRepo': { check: 'optional', scope: 'atproto' },
+  'com.atproto.repo.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  'com.atproto.sync.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+
+  // sync (public reads; getRepo and getBlob also take the migration token)
+  'com.atproto.sync.getRepo': { check: 'none', migrationToken: true },
+  'com.atproto.sync.getBlob': { check: 'none', migrationToken: true },
+  'com.atproto.sync.getLatestCommit': { check: 'none' },
+  'com.atproto.sync.getRecord': { check: 'none' },
+  'com.atproto.sync.getBlocks': { check: 'none' },
+  'com.atproto.sync.getRepoStatus': { check: 'none' },
+  'com.atproto.sync.listRepos': { check: 'none' },
+  'com.atproto.sync.listBlobs': { check: 'none' },
+  'com.atproto.sync.subscribeRepos': { check: 'none' },
+
+  // identity
+  'com.atproto.identity.updateHandle': { check: 'access', scope: 'transition:generic' },
+  'com.atproto.identity.getRecommendedDidCredentials': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  'com.atproto.identity.requestPlcOperationSignature': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.identity.signPlcOperation': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.identity.submitPlcOperation': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
+
+  // part 2: migration
+  'com.atproto.server.requestAccountMigrate': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.reserveSigningKey': { check: 'optional', scope: 'transition:generic' },
+
+  // preferences (DECISIONS.md 14: migration tools copy them before activating)
+  'app.bsky.actor.getPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  'app.bsky.actor.putPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
+
+  // administration (HTTP Basic)
+  'com.atproto.admin.updateSubjectStatus': { check: 'admin' },
+  'com.atproto.admin.getSubjectStatus': { check: 'admin' },
+  'com.atproto.admin.getAccountInfo': { check: 'admin' },
+  'com.atproto.admin.getAccountInfos': { check: 'admin' },
+  'com.atproto.admin.sendEmail': { check: 'admin' },
+  'com.atproto.admin.disableAccountInvites': { check: 'admin' },
+  'com.atproto.admin.enableAccountInvites': { check: 'admin' },
+  'com.atproto.admin.deleteAccount': { check: 'admin' },
+  'com.atproto.admin.updateAccountPassword': { check: 'admin' },
+}
+
+export function rowFor(nsid: string): Row {
+  const row = registry[nsid]
+  if (!row) throw new Error(`no auth registry row for ${nsid}`)
+  return row
+}

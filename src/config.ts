@@ -1,0 +1,263 @@
+// The only reader of process.env. Every CONTRACT.md variable is parsed and validated here; a bad
+// value stops the process with one line naming the variable.
+import { randomBytes } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { z } from 'zod'
+
+export class ConfigError extends Error {}
+
+const bool = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((v) => v === 'true' || v === '1')
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max)
+const hex64 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters')
+const url = z.url({ protocol: /^https?$/ })
+const urlList = z
+  .string()
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+  .pipe(z.array(url))
+
+const vars = {
+  PDS_PORT: int(0, 65535).default(2583),
+  PDS_BIND: z.string().min(1).default('0.0.0.0'),
+  PDS_HOSTNAME: z
+    .string()
+    .regex(/^[a-zA-Z0-9.-]+$/, 'must be a bare host name')
+    .default('localhost'),
+  PDS_PUBLIC_URL: url.optional(),
+  PDS_DATA_DIRECTORY: z.string().min(1).default('./data'),
+  PDS_BLOBSTORE_DISK_LOCATION: z.string().min(1).optional(),
+  PDS_DB_POSTGRES_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+  PDS_DB_POSTGRES_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier')
+    .default('public'),
+  PDS_JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  PDS_OAUTH_SIGNING_KEY: hex64.optional(),
+  PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: hex64.optional(),
+  PDS_DID_PLC_URL: url.optional(),
+  PDS_SERVICE_HANDLE_DOMAINS: z
+    .string()
+    .default('.test')
+    .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^\.[a-z0-9.-]+[a-z0-9]$/, 'each domain must start with a dot')).min(1)),
+  PDS_INVITE_REQUIRED: bool.default(false),
+  PDS_ADMIN_PASSWORD: z.string().min(1).optional(),
+  PDS_EMAIL_BACKEND: z.enum(['console', 'http-json']).default('console'),
+  PDS_EMAIL_FROM: z.string().min(3).optional(),
+  PDS_EMAIL_HTTP_URL: url.optional(),
+  PDS_EMAIL_HTTP_TOKEN: z.string().min(1).optional(),
+  PDS_EMAIL_HTTP_FLAVOR: z
+    .enum(['generic', 'postmark', 'vendor'])
+    .default('generic')
+    .transform((v) => (v === 'vendor' ? 'postmark' : v)),
+  PDS_EMAIL_HTTP_TIMEOUT_MS: int(1, 600_000).default(10_000),
+  PDS_DPOP_REPLAY_STORE: z
+    .enum(['in-memory', 'redis', 'shared'])
+    .default('in-memory')
+    .transform((v) => (v === 'shared' ? 'redis' : v)),
+  PDS_REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+  PDS_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  PDS_RATE_LIMITS_ENABLED: bool.default(true),
+  PDS_CRAWLERS: urlList.default([]),
+  PDS_BSKY_APP_VIEW_URL: url.optional(),
+  PDS_BSKY_APP_VIEW_DID: z.string().regex(/^did:[a-z]+:\S+$/, 'must be a DID').optional(),
+  PDS_METRICS: bool.default(false),
+  PDS_FIREHOSE_RETENTION_HOURS: int(1, 24 * 365).default(72),
+  PDS_BLOB_UPLOAD_LIMIT: int(1, 2 ** 40).default(104_857_600),
+  PDS_PRIVACY_POLICY_URL: url.optional(),
+  PDS_TERMS_OF_SERVICE_URL: url.optional(),
+  PDS_CONTACT_EMAIL_ADDRESS: z.email().optional(),
+} as const
+
+type Vars = { [K in keyof typeof vars]: z.output<(typeof vars)[K]> }
+
+export type Config = {
+  port: number
+  bind: string
+  hostname: string
+  serviceDid: string
+  publicUrl: string
+  dataDir: string
+  blobDir: string
+  db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema: string }
+  secrets: Secrets
+  plcUrl?: string
+  handleDomains: string[]
+  inviteRequired: boolean
+  adminPassword?: string
+  email:
+    | { backend: 'console'; from: string }
+    | {
+        backend: 'http-json'
+        from: string
+        url: string
+        token: string
+        flavor: 'generic' | 'postmark'
+        timeoutMs: number
+      }
+  dpopReplayStore: 'in-memory' | 'redis'
+  redisUrl?: string
+  logLevel: string
+  rateLimitsEnabled: boolean
+  crawlers: string[]
+  appView?: { url: string; did: string }
+  metrics: boolean
+  firehoseRetentionHours: number
+  blobUploadLimit: number
+  links: { privacyPolicy?: string; termsOfService?: string; contactEmail?: string }
+  /** warnings to log once the logger exists (generated secrets, console email) */
+  warnings: string[]
+}
+
+export type Secrets = { jwtSecret: string; oauthSigningKey: string; plcRotationKey: string }
+
+function parseVars(env: NodeJS.ProcessEnv): Vars {
+  const out: Record<string, unknown> = {}
+  for (const [name, schema] of Object.entries(vars)) {
+    const raw = env[name]
+    const r = (schema as z.ZodType).safeParse(raw === '' ? undefined : raw)
+    if (!r.success) {
+      const why = r.error.issues[0]?.message ?? 'invalid'
+      throw new ConfigError(`${name}: ${why} (got ${raw === undefined ? 'nothing' : JSON.stringify(raw)})`)
+    }
+    out[name] = r.data
+  }
+  return out as Vars
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const v = parseVars(env)
+  const warnings: string[] = []
+  const dataDir = resolve(v.PDS_DATA_DIRECTORY)
+  const publicUrl = (
+    v.PDS_PUBLIC_URL ??
+    (v.PDS_HOSTNAME === 'localhost' ? `http://localhost:${v.PDS_PORT}` : `https://${v.PDS_HOSTNAME}`)
+  ).replace(/\/+$/, '')
+
+  if (v.PDS_EMAIL_BACKEND === 'http-json') {
+    for (const name of ['PDS_EMAIL_HTTP_URL', 'PDS_EMAIL_HTTP_TOKEN', 'PDS_EMAIL_FROM'] as const) {
+      if (!v[name]) throw new ConfigError(`${name}: required when PDS_EMAIL_BACKEND is http-json`)
+    }
+  } else {
+    warnings.push('PDS_EMAIL_BACKEND is console: outgoing email, tokens included, is printed to the log and not sent')
+  }
+  if (v.PDS_DPOP_REPLAY_STORE === 'redis' && !v.PDS_REDIS_URL) {
+    throw new ConfigError('PDS_REDIS_URL: required when PDS_DPOP_REPLAY_STORE is redis')
+  }
+  if (!!v.PDS_BSKY_APP_VIEW_URL !== !!v.PDS_BSKY_APP_VIEW_DID) {
+    const missing = v.PDS_BSKY_APP_VIEW_URL ? 'PDS_BSKY_APP_VIEW_DID' : 'PDS_BSKY_APP_VIEW_URL'
+    throw new ConfigError(`${missing}: PDS_BSKY_APP_VIEW_URL and PDS_BSKY_APP_VIEW_DID go together`)
+  }
+
+  const secrets = v.PDS_DB_POSTGRES_URL ? secretsFromEnv(v) : secretsWithFile(v, dataDir, warnings)
+
+  return {
+    port: v.PDS_PORT,
+    bind: v.PDS_BIND,
+    hostname: v.PDS_HOSTNAME,
+    serviceDid: `did:web:${v.PDS_HOSTNAME}`,
+    publicUrl,
+    dataDir,
+    blobDir: resolve(v.PDS_BLOBSTORE_DISK_LOCATION ?? join(dataDir, 'blobs')),
+    db: v.PDS_DB_POSTGRES_URL
+      ? { kind: 'postgres', url: v.PDS_DB_POSTGRES_URL, schema: v.PDS_DB_POSTGRES_SCHEMA }
+      : { kind: 'sqlite', file: join(dataDir, 'pds.sqlite') },
+    secrets,
+    plcUrl: v.PDS_DID_PLC_URL?.replace(/\/+$/, ''),
+    handleDomains: v.PDS_SERVICE_HANDLE_DOMAINS,
+    inviteRequired: v.PDS_INVITE_REQUIRED,
+    adminPassword: v.PDS_ADMIN_PASSWORD,
+    email:
+      v.PDS_EMAIL_BACKEND === 'http-json'
+        ? {
+            backend: 'http-json',
+            from: v.PDS_EMAIL_FROM!,
+            url: v.PDS_EMAIL_HTTP_URL!,
+            token: v.PDS_EMAIL_HTTP_TOKEN!,
+            flavor: v.PDS_EMAIL_HTTP_FLAVOR,
+            timeoutMs: v.PDS_EMAIL_HTTP_TIMEOUT_MS,
+          }
+        : { backend: 'console', from: v.PDS_EMAIL_FROM ?? `noreply@${v.PDS_HOSTNAME}` },
+    dpopReplayStore: v.PDS_DPOP_REPLAY_STORE,
+    redisUrl: v.PDS_REDIS_URL,
+    logLevel: v.PDS_LOG_LEVEL,
+    rateLimitsEnabled: v.PDS_RATE_LIMITS_ENABLED,
+    crawlers: v.PDS_CRAWLERS,
+    appView: v.PDS_BSKY_APP_VIEW_URL
+      ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! }
+      : undefined,
+    metrics: v.PDS_METRICS,
+    firehoseRetentionHours: v.PDS_FIREHOSE_RETENTION_HOURS,
+    blobUploadLimit: v.PDS_BLOB_UPLOAD_LIMIT,
+    links: {
+      privacyPolicy: v.PDS_PRIVACY_POLICY_URL,
+      termsOfService: v.PDS_TERMS_OF_SERVICE_URL,
+      contactEmail: v.PDS_CONTACT_EMAIL_ADDRESS,
+    },
+    warnings,
+  }
+}
+
+// DECISIONS.md 22: with a shared database every process must agree on the secrets, so none is
+// generated.
+function secretsFromEnv(v: Vars): Secrets {
+  const need = ['PDS_JWT_SECRET', 'PDS_OAUTH_SIGNING_KEY', 'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX'] as const
+  for (const name of need) {
+    if (!v[name]) throw new ConfigError(`${name}: required when PDS_DB_POSTGRES_URL is set (every process must share it)`)
+  }
+  return {
+    jwtSecret: v.PDS_JWT_SECRET!,
+    oauthSigningKey: v.PDS_OAUTH_SIGNING_KEY!.toLowerCase(),
+    plcRotationKey: v.PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX!.toLowerCase(),
+  }
+}
+
+function secretsWithFile(v: Vars, dataDir: string, warnings: string[]): Secrets {
+  const file = join(dataDir, 'secrets.json')
+  let stored: Partial<Secrets> = {}
+  if (existsSync(file)) {
+    try {
+      stored = JSON.parse(readFileSync(file, 'utf8'))
+    } catch {
+      throw new ConfigError(`PDS_DATA_DIRECTORY: ${file} is not valid JSON; fix or remove it`)
+    }
+  }
+  const fromEnv: Partial<Secrets> = {
+    jwtSecret: v.PDS_JWT_SECRET,
+    oauthSigningKey: v.PDS_OAUTH_SIGNING_KEY?.toLowerCase(),
+    plcRotationKey: v.PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX?.toLowerCase(),
+  }
+  const generated: string[] = []
+  const pick = (key: keyof Secrets, envName: string, make: () => string) => {
+    if (fromEnv[key]) return fromEnv[key]!
+    if (stored[key]) return stored[key]!
+    generated.push(envName)
+    stored[key] = make()
+    return stored[key]!
+  }
+  const secrets: Secrets = {
+    jwtSecret: pick('jwtSecret', 'PDS_JWT_SECRET', () => randomBytes(32).toString('hex')),
+    oauthSigningKey: pick('oauthSigningKey', 'PDS_OAUTH_SIGNING_KEY', k256Scalar),
+    plcRotationKey: pick('plcRotationKey', 'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX', k256Scalar),
+  }
+  if (generated.length) {
+    mkdirSync(dataDir, { recursive: true })
+    writeFileSync(file, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 })
+    chmodSync(file, 0o600)
+    warnings.push(`generated ${generated.join(', ')} into ${file}; set them in the environment for production`)
+  }
+  return secrets
+}
+
+// A uniformly random 32-byte value is a valid secp256k1 scalar except with negligible probability
+// (>= the group order or zero); reject those so the key always loads.
+const K256_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n
+function k256Scalar(): string {
+  for (;;) {
+    const hex = randomBytes(32).toString('hex')
+    const n = BigInt('0x' + hex)
+    if (n > 0n && n < K256_ORDER) return hex
+  }
+}

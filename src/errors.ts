@@ -1,0 +1,71 @@
+// The named XRPC errors of the spec (part 1 §7, part 2 §7), the official lexicons and
+// DECISIONS.md, each with its HTTP status. Handlers throw these; nobody builds error bodies.
+import { XRPCError } from '@atproto/xrpc-server'
+
+const named = {
+  // request errors
+  InvalidRequest: 400,
+  HandleNotAvailable: 400,
+  EmailNotAvailable: 400,
+  AppPasswordNameExists: 400,
+  InvalidHandle: 400,
+  InvalidEmail: 400,
+  InvalidPassword: 400,
+  InvalidInviteCode: 400,
+  UnsupportedDomain: 400,
+  UnresolvableDid: 400,
+  IncompatibleDidDoc: 400,
+  HandleNotFound: 400,
+  BadExpiration: 400,
+  BadDestination: 400,
+  AccountAlreadyExists: 400,
+  MissingReservedKey: 400,
+  MismatchedSigningKey: 400,
+  MismatchedServiceEndpoint: 400,
+  InvalidCar: 400,
+  RepoNotEmpty: 400,
+  InvalidSwap: 400,
+  // authentication
+  AuthMissing: 401,
+  InvalidToken: 401,
+  ExpiredToken: 401,
+  AuthenticationRequired: 401,
+  AccountTakedown: 401,
+  // status gate and scope
+  AccountDeactivated: 403,
+  AccountDeleted: 403,
+  AccountSuspended: 403,
+  InsufficientScope: 403,
+  // not found
+  RecordNotFound: 404,
+  BlobNotFound: 404,
+  RepoNotFound: 404,
+  // others
+  PayloadTooLarge: 413,
+  RateLimitExceeded: 429,
+  MethodNotImplemented: 501,
+} as const
+
+export type ErrorName = keyof typeof named
+
+/** `xrpcError('ExpiredToken', 'Token has been revoked')`; `status` overrides where the spec gives another */
+export function xrpcError(name: ErrorName, message: string, status?: number): XRPCError {
+  return new XRPCError(status ?? named[name], message, name)
+}
+
+/**
+ * The status gate's 403 for an account in `status` (part 1 §5.1). AccountTakedown is 401 at
+ * createSession (the official lexicon's error) but 403 here.
+ */
+export function statusGateError(status: string): XRPCError {
+  switch (status) {
+    case 'takendown':
+      return xrpcError('AccountTakedown', 'Account has been taken down', 403)
+    case 'deactivated':
+      return xrpcError('AccountDeactivated', 'Account is deactivated')
+    case 'deleted':
+      return xrpcError('AccountDeleted', 'Account has been deleted')
+    default:
+      return xrpcError('AccountSuspended', 'Account is suspended')
+  }
+}

@@ -1,0 +1,116 @@
+// Wiring: store, services, routes, HTTP listener and graceful shutdown.
+import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import type { Server as HttpServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import express, { type NextFunction, type Request, type Response } from 'express'
+import { XRPCError } from '@atproto/xrpc-server'
+import type { Config } from './config.js'
+import type { Services } from './context.js'
+import { openDb } from './db/index.js'
+import { createServer as createXrpcServer } from './generated/server/index.js'
+import { createLogger, type Logger } from './logger.js'
+import { mountApi } from './api/index.js'
+import { wellKnownRoutes } from './well-known.js'
+
+export const version: string = JSON.parse(
+  readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+).version
+
+const JSON_LIMIT = 1024 * 1024
+
+export type Pds = {
+  services: Services
+  /** method ids with a handler */
+  methods: string[]
+  url: string
+  port: number
+  close(): Promise<void>
+}
+
+export async function startPds(config: Config, opts: { logger?: Logger } = {}): Promise<Pds> {
+  const logger = opts.logger ?? createLogger(config.logLevel)
+  for (const w of config.warnings) logger.warn(w)
+  const db = await openDb(config.db)
+  const services: Services = { config, db, logger }
+
+  const api = createXrpcServer({
+    validateResponse: true,
+    payload: { jsonLimit: JSON_LIMIT, blobLimit: config.blobUploadLimit, textLimit: JSON_LIMIT },
+    errorParser: (err) => toXrpcError(err, logger),
+  })
+  const methods = mountApi(api, services)
+
+  const app = express()
+  app.disable('x-powered-by')
+  app.set('trust proxy', true)
+  app.use(requestLog(logger))
+  app.use(wellKnownRoutes(services, version))
+  app.use(api.xrpc.router)
+  app.use((_req: Request, res: Response) => {
+    res.status(404).json({ error: 'NotFound', message: 'Not found' })
+  })
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const x = toXrpcError(err, logger)
+    res.status(x.statusCode).json(x.payload)
+  })
+
+  // app.listen, not http.createServer: the xrpc router hooks it to upgrade WebSocket requests
+  const http: HttpServer = await new Promise((resolve, reject) => {
+    const s = app.listen(config.port, config.bind, () => resolve(s))
+    s.once('error', reject)
+  })
+  const port = (http.address() as AddressInfo).port
+  const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
+  logger.info({ port, publicUrl: config.publicUrl, db: config.db.kind }, 'pds listening')
+
+  let closing: Promise<void> | undefined
+  return {
+    services,
+    methods,
+    port,
+    url: `http://${host}:${port}`,
+    close: () => (closing ??= shutdown(http, services)),
+  }
+}
+
+// Stop accepting, let in-flight requests finish (cut off after 4 s so exit stays within 5 s),
+// then close the store.
+async function shutdown(http: HttpServer, { db, logger }: Services) {
+  const done = new Promise<void>((resolve) => http.close(() => resolve()))
+  http.closeIdleConnections()
+  const timer = setTimeout(() => http.closeAllConnections(), 4000)
+  await done
+  clearTimeout(timer)
+  await db.destroy()
+  logger.info('pds stopped')
+}
+
+function toXrpcError(err: unknown, logger: Logger): XRPCError {
+  const x = XRPCError.fromError(err)
+  const status = (err as { status?: number; type?: string })?.status
+  // body-parser errors (bad JSON, too large) carry their own status: they are the client's fault
+  if (!(err instanceof XRPCError) && typeof status === 'number' && status >= 400 && status < 500) {
+    if (status === 413) return new XRPCError(413, 'Request body too large', 'PayloadTooLarge')
+    return new XRPCError(400, (err as Error).message || 'Malformed request', 'InvalidRequest')
+  }
+  if (!(err instanceof XRPCError) || x.statusCode === 500) logger.error({ err }, 'unhandled error')
+  return x
+}
+
+function requestLog(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const started = process.hrtime.bigint()
+    const id = randomUUID()
+    res.setHeader('x-request-id', id)
+    res.on('finish', () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6
+      // the path only: query strings may carry identifiers we do not want in logs
+      logger.info(
+        { reqId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 },
+        'request',
+      )
+    })
+    next()
+  }
+}

@@ -1,0 +1,42 @@
+// The HTTP surface outside /xrpc/<method>: health, the service DID document, handle verification.
+import { Router } from 'express'
+import type { Services } from './context.js'
+
+export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>, version: string): Router {
+  const r = Router()
+
+  r.get('/xrpc/_health', (_req, res) => {
+    res.json({ version })
+  })
+
+  r.get('/.well-known/did.json', (_req, res) => {
+    res.json({
+      '@context': ['https://www.w3.org/ns/did/v1'],
+      id: config.serviceDid,
+      service: [
+        { id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: config.publicUrl },
+      ],
+    })
+  })
+
+  r.get('/.well-known/atproto-did', async (req, res, next) => {
+    try {
+      const host = (req.headers.host ?? '').replace(/:\d+$/, '').toLowerCase()
+      const row = host
+        ? await db
+            .selectFrom('account')
+            .select('did')
+            .where('handle', '=', host)
+            .where('status', '!=', 'deleted')
+            .executeTakeFirst()
+        : undefined
+      res.type('text/plain')
+      if (!row) res.status(404).send('User not found')
+      else res.send(row.did)
+    } catch (err) {
+      next(err)
+    }
+  })
+
+  return r
+}

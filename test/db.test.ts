@@ -1,0 +1,53 @@
+import { sql } from 'kysely'
+import { afterAll, expect, it } from 'vitest'
+import { loadConfig } from '../src/config.js'
+import { openDb } from '../src/db/index.js'
+import { describe, dropSchema, freePort, tempDir, testEnv } from './harness.js'
+
+describe('store migrations', () => {
+  const envs: Record<string, string>[] = []
+  afterAll(async () => {
+    for (const env of envs) await dropSchema(env)
+  })
+
+  it('migrates an empty store to the latest version, and a second start changes nothing', async () => {
+    const env = await testEnv(await freePort(), tempDir())
+    envs.push(env)
+    const cfg = loadConfig(env).db
+    const db = await openDb(cfg)
+    const tables = await db.introspection.getTables()
+    const names = tables.map((t) => t.name)
+    for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
+    const account = tables.find((t) => t.name === 'account')!
+    expect(account.columns.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state']),
+    )
+    await db.destroy()
+
+    const again = await openDb(cfg)
+    const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
+    expect(applied.rows.map((r) => r.name)).toEqual(['001-init'])
+    await again.destroy()
+  })
+
+  it('gives events a global monotonic sequence', async () => {
+    const env = await testEnv(await freePort(), tempDir())
+    envs.push(env)
+    const db = await openDb(loadConfig(env).db)
+    const now = new Date().toISOString()
+    const seqs: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const r = await db
+        .insertInto('event')
+        .values({ type: 'identity', did: `did:plc:${i}`, payload: new Uint8Array([i]), sequenced_at: now })
+        .returning('seq')
+        .executeTakeFirstOrThrow()
+      seqs.push(r.seq)
+    }
+    expect(seqs[1]).toBeGreaterThan(seqs[0])
+    expect(seqs[2]).toBeGreaterThan(seqs[1])
+    const back = await db.selectFrom('event').select('payload').orderBy('seq').execute()
+    expect(back.map((r) => Array.from(r.payload))).toEqual([[0], [1], [2]])
+    await db.destroy()
+  })
+})

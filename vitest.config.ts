@@ -1,0 +1,26 @@
+import { defineConfig } from 'vitest/config'
+
+// The whole suite runs twice: on SQLite, and on PostgreSQL when PDS_TEST_POSTGRES_URL is set
+// (otherwise that project's suites report skipped). Tests that do not touch the store
+// (*.nodb.test.ts) run once.
+export default defineConfig({
+  test: {
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    projects: [
+      {
+        extends: true,
+        test: { name: 'sqlite', include: ['test/**/*.test.ts'], env: { PDS_TEST_DIALECT: 'sqlite' } },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/**/*.nodb.test.ts'],
+          env: { PDS_TEST_DIALECT: 'postgres' },
+        },
+      },
+    ],
+  },
+})
