@@ -5,7 +5,9 @@ import type { Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
+import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Config } from './config.js'
+import { tokenKeys } from './auth/session-tokens.js'
 import type { Services } from './context.js'
 import { openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
@@ -32,7 +34,13 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
   const db = await openDb(config.db)
-  const services: Services = { config, db, logger }
+  const services: Services = {
+    config,
+    db,
+    logger,
+    tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
+    rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+  }
 
   const api = createXrpcServer({
     validateResponse: true,
@@ -78,23 +86,29 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
 // then close the store.
 async function shutdown(http: HttpServer, { db, logger }: Services) {
   const done = new Promise<void>((resolve) => http.close(() => resolve()))
-  http.closeIdleConnections()
+  // keep-alive connections turn idle as their last response ends: close them as they do
+  const sweep = setInterval(() => http.closeIdleConnections(), 50)
   const timer = setTimeout(() => http.closeAllConnections(), 4000)
   await done
+  clearInterval(sweep)
   clearTimeout(timer)
   await db.destroy()
   logger.info('pds stopped')
 }
 
 function toXrpcError(err: unknown, logger: Logger): XRPCError {
-  const x = XRPCError.fromError(err)
-  const status = (err as { status?: number; type?: string })?.status
-  // body-parser errors (bad JSON, too large) carry their own status: they are the client's fault
-  if (!(err instanceof XRPCError) && typeof status === 'number' && status >= 400 && status < 500) {
-    if (status === 413) return new XRPCError(413, 'Request body too large', 'PayloadTooLarge')
-    return new XRPCError(400, (err as Error).message || 'Malformed request', 'InvalidRequest')
+  // body-parser failures (bad JSON, too large) arrive as http-errors, sometimes already wrapped:
+  // the client's fault, named plainly
+  const cause = err instanceof XRPCError ? err.cause : err
+  const http = cause as { statusCode?: number; expose?: boolean; message?: string }
+  if (http && typeof http === 'object' && typeof http.expose === 'boolean' && typeof http.statusCode === 'number') {
+    if (http.statusCode === 413) return new XRPCError(413, 'Request body too large', 'PayloadTooLarge')
+    if (http.statusCode >= 400 && http.statusCode < 500) {
+      return new XRPCError(400, http.message || 'Malformed request', 'InvalidRequest')
+    }
   }
-  if (!(err instanceof XRPCError) || x.statusCode === 500) logger.error({ err }, 'unhandled error')
+  const x = XRPCError.fromError(err)
+  if (x.statusCode === 500) logger.error({ err }, 'unhandled error')
   return x
 }
 

@@ -3,10 +3,23 @@
 import type { Server } from '../generated/server/index.js'
 import type { Services } from '../context.js'
 import { createVerifier } from '../auth/verifier.js'
-import describeServer from './com/atproto/server/describeServer.js'
 import resolveHandle from './com/atproto/identity/resolveHandle.js'
+import createAccount from './com/atproto/server/createAccount.js'
+import createSession from './com/atproto/server/createSession.js'
+import deleteSession from './com/atproto/server/deleteSession.js'
+import describeServer from './com/atproto/server/describeServer.js'
+import getSession from './com/atproto/server/getSession.js'
+import refreshSession from './com/atproto/server/refreshSession.js'
 
-const handlers: ((api: Server, s: Services) => void)[] = [describeServer, resolveHandle]
+const handlers: ((api: Server, s: Services) => void)[] = [
+  createAccount,
+  createSession,
+  deleteSession,
+  describeServer,
+  getSession,
+  refreshSession,
+  resolveHandle,
+]
 
 /** mounts the handlers and returns the method ids they registered */
 export function mountApi(api: Server, services: Services): string[] {

@@ -18,7 +18,7 @@ export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword
 export type Row = {
   check: Check
   /** statuses admitted past the gate; default ['active'] (takendown and deleted never pass) */
-  statuses?: AccountStatus[]
+  statuses?: Extract<AccountStatus, 'active' | 'deactivated'>[]
   /** OAuth callers only: session callers are fully privileged (part 2 §4.6 rule 1) */
   scope?: Scope
   /** DECISIONS.md 1: a non-privileged app-password session gets 403 InsufficientScope */
@@ -28,7 +28,7 @@ export type Row = {
   migrationToken?: boolean
 }
 
-const DEACTIVATED_OK: AccountStatus[] = ['active', 'deactivated']
+const DEACTIVATED_OK: Row['statuses'] = ['active', 'deactivated']
 
 export const registry: Record<string, Row> = {
   // part 1: sessions

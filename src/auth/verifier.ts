@@ -1,39 +1,122 @@
-// Turns a registry row into the verifier xrpc-server runs before the handler.
+// Turns a registry row into the verifier xrpc-server runs before the handler: the checks of
+// part 1 §5.1 (access, refresh, optional), HTTP Basic for admin, then the status gate and the
+// privileged-only column.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { MethodAuthContext } from '@atproto/xrpc-server'
-import type { Config } from '../config.js'
-import { xrpcError } from '../errors.js'
-import { rowFor } from './registry.js'
+import type { Services } from '../context.js'
+import { getAccount, getRefreshRecord, type AccountRow } from '../account/store.js'
+import { statusGateError, xrpcError } from '../errors.js'
+import { rowFor, type Row } from './registry.js'
+import { verifySessionToken } from './session-tokens.js'
 
-export type Credentials = { type: 'none' } | { type: 'admin' }
+export type AccessCredentials = {
+  type: 'access'
+  did: string
+  account: AccountRow
+  /** 'session' for Bearer tokens (fully privileged scope), the granted scope for OAuth */
+  scope: string
+  appPassword?: { name: string; privileged: boolean }
+}
+export type RefreshCredentials = {
+  type: 'refresh'
+  did: string
+  account: AccountRow
+  jti: string
+  appPasswordName: string | null
+}
+export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
+/** what a handler's `auth` is, by the check its registry row names */
+export type AccessAuth = AuthOutput<AccessCredentials>
+export type RefreshAuth = AuthOutput<RefreshCredentials>
+export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
+export type AdminAuth = AuthOutput<{ type: 'admin' }>
 
-export type VerifierDeps = { config: Config }
+export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys'>
 
 export function createVerifier(nsid: string, deps: VerifierDeps) {
   const row = rowFor(nsid)
+  const none = async (): Promise<AuthOutput> => ({ credentials: { type: 'none' } })
   switch (row.check) {
     case 'none':
-      return async (): Promise<AuthOutput> => ({ credentials: { type: 'none' } })
+      return none
     case 'admin':
       return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
         verifyAdmin(ctx.req.headers.authorization, deps.config.adminPassword)
         return { credentials: { type: 'admin' } }
       }
-    default:
-      throw new Error(`${nsid}: the ${row.check} check is not available yet`)
+    case 'access':
+      return (ctx: MethodAuthContext) => access(ctx, row, deps)
+    case 'optional':
+      return (ctx: MethodAuthContext) => (ctx.req.headers.authorization ? access(ctx, row, deps) : none())
+    case 'refresh':
+      return (ctx: MethodAuthContext) => refresh(ctx, row, deps)
   }
+}
+
+function bearer(header: string | undefined): { scheme: string; token: string } {
+  if (!header) throw xrpcError('AuthMissing', 'Authentication Required')
+  const space = header.indexOf(' ')
+  const scheme = (space < 0 ? header : header.slice(0, space)).toLowerCase()
+  const token = space < 0 ? '' : header.slice(space + 1).trim()
+  if (!token) throw xrpcError('InvalidToken', 'Malformed authorization header')
+  return { scheme, token }
+}
+
+async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+  const { scheme, token } = bearer(ctx.req.headers.authorization)
+  if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+  const claims = await verifySessionToken(deps.tokenKeys, token, 'access')
+  const account = await liveAccount(deps, claims.sub, row)
+  if (claims.app_password && !claims.app_password.privileged && isPrivileged(row, ctx.params)) {
+    throw xrpcError('InsufficientScope', 'This method needs a privileged app password or the main password')
+  }
+  return {
+    credentials: { type: 'access', did: account.did, account, scope: 'session', appPassword: claims.app_password },
+  }
+}
+
+async function refresh(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+  const { scheme, token } = bearer(ctx.req.headers.authorization)
+  if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+  const claims = await verifySessionToken(deps.tokenKeys, token, 'refresh')
+  const record = await getRefreshRecord(deps.db, claims.jti)
+  // part 1 §4.1 rule 6: a rotated (or logged-out) refresh token is ExpiredToken
+  if (!record || record.did !== claims.sub || record.kind !== 'session') {
+    throw xrpcError('ExpiredToken', 'Token has been revoked')
+  }
+  const account = await liveAccount(deps, claims.sub, row)
+  return {
+    credentials: {
+      type: 'refresh',
+      did: account.did,
+      account,
+      jti: claims.jti,
+      appPasswordName: record.app_password_name,
+    },
+  }
+}
+
+async function liveAccount(deps: VerifierDeps, did: string, row: Row): Promise<AccountRow> {
+  const account = await getAccount(deps.db, did)
+  if (!account) throw xrpcError('InvalidToken', 'Token subject has no account')
+  const admitted: string[] = row.statuses ?? ['active']
+  if (!admitted.includes(account.status)) throw statusGateError(account.status)
+  return account
+}
+
+function isPrivileged(row: Row, params: Record<string, unknown>): boolean {
+  return typeof row.privileged === 'function' ? row.privileged(params) : !!row.privileged
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
 
 function verifyAdmin(header: string | undefined, password: string | undefined) {
   if (!password) throw xrpcError('AuthenticationRequired', 'The admin API is off on this server')
-  if (!header) throw xrpcError('AuthMissing', 'Authentication Required')
-  const [scheme, value = ''] = header.split(' ', 2)
-  if (scheme.toLowerCase() !== 'basic') throw xrpcError('InvalidToken', 'Unexpected authorization type')
-  const given = Buffer.from(value, 'base64').toString('utf8')
+  const { scheme, token } = bearer(header)
+  if (scheme !== 'basic') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+  const given = Buffer.from(token, 'base64').toString('utf8')
   // equal-length digests: the comparison costs the same whatever the guess
   if (!timingSafeEqual(digest(given), digest(`admin:${password}`))) {
     throw xrpcError('AuthenticationRequired', 'Invalid admin credentials')

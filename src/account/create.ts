@@ -1,0 +1,107 @@
+// A fresh account (part 1 §4.7, DECISIONS.md 20): a repository signing key, a signed did:plc
+// genesis operation stored at sequence 0 of the local log, the account row and a session, all in
+// one transaction.
+import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'
+import type { Services } from '../context.js'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { appendOp, didForGenesis, renderDidDoc, signOp, type UnsignedPlcOp } from '../identity/plc.js'
+import { accountEvent, identityEvent } from '../sequencer/index.js'
+import { mintPair } from '../auth/session-tokens.js'
+import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
+import { checkEmail, checkServiceHandle } from './handles.js'
+import { storeRefreshRecord } from './store.js'
+
+export type FreshAccountInput = {
+  handle: string
+  email?: string
+  password?: string
+  inviteCode?: string
+  recoveryKey?: string
+}
+
+type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'rotationKey'>
+
+export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
+  const { config, db } = deps
+  const handle = checkServiceHandle(input.handle, config.handleDomains)
+  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
+  const email = checkEmail(input.email)
+  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
+  if (input.password.length > MAX_PASSWORD_LENGTH) {
+    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
+  }
+  if (config.inviteRequired) throw xrpcError('InvalidInviteCode', 'Invite codes are required and none are valid')
+  if (input.recoveryKey) {
+    try {
+      parseDidKey(input.recoveryKey)
+    } catch {
+      throw xrpcError('InvalidRequest', 'recoveryKey must be a did:key')
+    }
+  }
+  // a read first for a clear answer in the common case; the unique indexes settle races
+  await assertAvailable(deps, handle, email)
+
+  const signingKey = await Secp256k1Keypair.create({ exportable: true })
+  const genesis: UnsignedPlcOp = {
+    type: 'plc_operation',
+    rotationKeys: [...(input.recoveryKey ? [input.recoveryKey] : []), deps.rotationKey.did()],
+    verificationMethods: { atproto: signingKey.did() },
+    alsoKnownAs: [`at://${handle}`],
+    services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: config.publicUrl } },
+    prev: null,
+  }
+  const signed = await signOp(genesis, deps.rotationKey)
+  const did = didForGenesis(signed)
+  const passwordHash = await hashPassword(input.password)
+  const tokens = await mintPair(deps.tokenKeys, did)
+  const now = new Date().toISOString()
+
+  try {
+    await db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('account')
+        .values({
+          did,
+          handle,
+          email,
+          email_confirmed_at: null,
+          password_hash: passwordHash,
+          status: 'active',
+          migration_state: 'none',
+          created_at: now,
+          status_changed_at: null,
+          takedown_ref: null,
+          invites_disabled: 0,
+        })
+        .execute()
+      await trx
+        .insertInto('signing_key')
+        .values({
+          did,
+          private_key_hex: Buffer.from(await signingKey.export()).toString('hex'),
+          public_key_multibase: signingKey.did().replace(/^did:key:/, ''),
+        })
+        .execute()
+      await appendOp(trx, did, 0, signed)
+      await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
+      await identityEvent(trx, did, handle)
+      await accountEvent(trx, did, 'active')
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
+    throw err
+  }
+  return { did, handle, tokens, didDoc: renderDidDoc(did, genesis) }
+}
+
+async function assertAvailable({ db }: Deps, handle: string, email: string) {
+  const taken = await db
+    .selectFrom('account')
+    .select(['handle', 'email'])
+    .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
+    .execute()
+  if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+  if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
+}

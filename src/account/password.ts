@@ -1,0 +1,40 @@
+// Password hashing: scrypt at the reference PDS's cost, stored self-describing
+// (`scrypt:<log2 N>:<r>:<p>:<salt b64>:<key b64>`) so the cost can be raised later without breaking
+// stored hashes.
+import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+
+const LOG_N = 14
+const R = 8
+const P = 1
+const KEY_LEN = 64
+const SALT_LEN = 16
+
+export const MAX_PASSWORD_LENGTH = 256
+
+function scrypt(password: string, salt: Buffer, logN: number, r: number, p: number): Promise<Buffer> {
+  const N = 2 ** logN
+  const opts: ScryptOptions = { N, r, p, maxmem: 256 * N * r + 1024 * 1024 }
+  return new Promise((resolve, reject) =>
+    scryptCb(password.normalize('NFKC'), salt, KEY_LEN, opts, (err, key) => (err ? reject(err) : resolve(key))),
+  )
+}
+
+export async function hashPassword(password: string, salt = randomBytes(SALT_LEN)): Promise<string> {
+  const key = await scrypt(password, salt, LOG_N, R, P)
+  return ['scrypt', LOG_N, R, P, salt.toString('base64'), key.toString('base64')].join(':')
+}
+
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [alg, logN, r, p, salt, key] = stored.split(':')
+  if (alg !== 'scrypt' || !key) return false
+  const want = Buffer.from(key, 'base64')
+  const got = await scrypt(password, Buffer.from(salt, 'base64'), Number(logN), Number(r), Number(p))
+  return got.length === want.length && timingSafeEqual(got, want)
+}
+
+// An unknown identifier is checked against this, so it costs as much as a wrong password.
+let dummy: Promise<string> | undefined
+export async function burnPasswordCheck(password: string): Promise<void> {
+  dummy ??= hashPassword(randomBytes(16).toString('hex'))
+  await verifyPassword(password, await dummy)
+}

@@ -1,0 +1,42 @@
+// com.atproto.server.refreshSession: part 1 §4.1 rule 4, made atomic (DECISIONS.md 3): the
+// presented record is removed by a conditional delete and its successor inserted in the same
+// transaction, so of concurrent presentations exactly one succeeds.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import { xrpcError } from '../../../../errors.js'
+import type { RefreshAuth } from '../../../../auth/verifier.js'
+import { sessionView, storeRefreshRecord, takeRefreshRecord } from '../../../../account/store.js'
+import { mintPair } from '../../../../auth/session-tokens.js'
+
+export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
+  api.com.atproto.server.refreshSession<RefreshAuth>(async ({ auth }) => {
+    const { account, jti } = auth.credentials
+    const tokens = await db.transaction().execute(async (trx) => {
+      const taken = await takeRefreshRecord(trx, jti)
+      if (!taken) throw xrpcError('ExpiredToken', 'Token has been revoked')
+      // the app password name stays with the session through every rotation (part 1 §2.3)
+      const apw = taken.app_password_name ? await appPasswordClaim(trx, account.did, taken.app_password_name) : undefined
+      const pair = await mintPair(tokenKeys, account.did, apw)
+      await storeRefreshRecord(trx, {
+        jti: pair.refreshJti,
+        did: account.did,
+        expiresAt: pair.refreshExpiresAt,
+        appPasswordName: taken.app_password_name,
+      })
+      return pair
+    })
+    return {
+      encoding: 'application/json',
+      body: {
+        accessJwt: tokens.accessJwt,
+        refreshJwt: tokens.refreshJwt,
+        ...(await sessionView(db, account, config.publicUrl)),
+      },
+    }
+  })
+
+// Until app passwords exist every session is a main-password session; a named one that is
+// refreshed keeps its name and counts as unprivileged.
+async function appPasswordClaim(_db: unknown, _did: string, name: string) {
+  return { name, privileged: false }
+}
