@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs'
 import type { Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import express, { type NextFunction, type Request, type Response } from 'express'
-import { XRPCError } from '@atproto/xrpc-server'
+import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
+import type { WebSocketServer } from 'ws'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
@@ -14,6 +15,7 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { wellKnownRoutes } from './well-known.js'
+import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -30,11 +32,25 @@ export type Pds = {
   close(): Promise<void>
 }
 
-export async function startPds(config: Config, opts: { logger?: Logger } = {}): Promise<Pds> {
+export type StartOptions = {
+  logger?: Logger
+  /** tuning the tests use; operators have no reason to change these */
+  firehose?: Partial<FirehoseOptions>
+}
+
+export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
   const db = await openDb(config.db)
+  const firehose = new Firehose(db, logger, {
+    pollMs: 25,
+    retentionHours: config.firehoseRetentionHours,
+    maxBuffer: 5000,
+    ...opts.firehose,
+  })
+  await firehose.start()
   const services: Services = {
+    firehose,
     config,
     db,
     logger,
@@ -78,22 +94,34 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
     methods,
     port,
     url: `http://${host}:${port}`,
-    close: () => (closing ??= shutdown(http, services)),
+    close: () => (closing ??= shutdown(http, services, api.xrpc)),
   }
 }
 
 // Stop accepting, let in-flight requests finish (cut off after 4 s so exit stays within 5 s),
 // then close the store.
-async function shutdown(http: HttpServer, { db, logger }: Services) {
+async function shutdown(http: HttpServer, { db, logger, firehose }: Services, xrpc: XrpcServer) {
   const done = new Promise<void>((resolve) => http.close(() => resolve()))
+  closeStreams(xrpc)
   // keep-alive connections turn idle as their last response ends: close them as they do
   const sweep = setInterval(() => http.closeIdleConnections(), 50)
   const timer = setTimeout(() => http.closeAllConnections(), 4000)
   await done
   clearInterval(sweep)
   clearTimeout(timer)
+  await firehose.stop()
   await db.destroy()
   logger.info('pds stopped')
+}
+
+// WebSocket subscribers are not the HTTP server's connections any more: say goodbye to each
+// (1001, going away), and cut off any that do not finish the close handshake in time.
+function closeStreams(xrpc: XrpcServer) {
+  const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
+  for (const { wss } of subs.values()) {
+    for (const ws of wss.clients) ws.close(1001, 'server shutting down')
+    setTimeout(() => wss.clients.forEach((ws) => ws.terminate()), 1000).unref()
+  }
 }
 
 function toXrpcError(err: unknown, logger: Logger): XRPCError {

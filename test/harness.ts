@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { describe as vdescribe } from 'vitest'
 import { loadConfig } from '../src/config.js'
-import { startPds, type Pds } from '../src/server.js'
+import { startPds, type Pds, type StartOptions } from '../src/server.js'
 import { AtpBaseClient } from '../src/generated/client/index.js'
 
 export const dialect = process.env.PDS_TEST_DIALECT === 'postgres' ? 'postgres' : 'sqlite'
@@ -25,7 +25,10 @@ export type TestPds = Pds & {
   env: Record<string, string>
   dataDir: string
   client(): AtpBaseClient
+  /** stops the server and removes its data */
   stop(): Promise<void>
+  /** stops the server and starts a new one on the same data, port and environment */
+  restart(): Promise<TestPds>
 }
 
 export function freePort(): Promise<number> {
@@ -66,10 +69,17 @@ export async function testEnv(port: number, dataDir: string, extra: Record<strin
   return { ...env, ...extra }
 }
 
-export async function startTestPds(extra: Record<string, string> = {}, dataDir = tempDir()): Promise<TestPds> {
-  const port = await freePort()
-  const env = await testEnv(port, dataDir, extra)
-  const pds = await startPds(loadConfig(env))
+export async function startTestPds(
+  extra: Record<string, string> = {},
+  opts: StartOptions & { dataDir?: string } = {},
+): Promise<TestPds> {
+  const dataDir = opts.dataDir ?? tempDir()
+  const env = await testEnv(await freePort(), dataDir, extra)
+  return launch(env, dataDir, opts)
+}
+
+async function launch(env: Record<string, string>, dataDir: string, opts: StartOptions): Promise<TestPds> {
+  const pds = await startPds(loadConfig(env), opts)
   return Object.assign(pds, {
     env,
     dataDir,
@@ -78,6 +88,10 @@ export async function startTestPds(extra: Record<string, string> = {}, dataDir =
       await pds.close()
       await dropSchema(env)
       rmSync(dataDir, { recursive: true, force: true })
+    },
+    restart: async () => {
+      await pds.close()
+      return launch(env, dataDir, opts)
     },
   })
 }

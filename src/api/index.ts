@@ -10,6 +10,7 @@ import deleteSession from './com/atproto/server/deleteSession.js'
 import describeServer from './com/atproto/server/describeServer.js'
 import getSession from './com/atproto/server/getSession.js'
 import refreshSession from './com/atproto/server/refreshSession.js'
+import subscribeRepos from './com/atproto/sync/subscribeRepos.js'
 
 const handlers: ((api: Server, s: Services) => void)[] = [
   createAccount,
@@ -19,6 +20,7 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   getSession,
   refreshSession,
   resolveHandle,
+  subscribeRepos,
 ]
 
 /** mounts the handlers and returns the method ids they registered */
@@ -32,6 +34,13 @@ export function mountApi(api: Server, services: Services): string[] {
     mounted.push(nsid)
     method(nsid, { ...config, auth: createVerifier(nsid, services) } as never)
   }) as typeof xrpc.method
+  const streamMethod = xrpc.streamMethod.bind(xrpc)
+  xrpc.streamMethod = ((nsid: string, cfg: unknown) => {
+    const config = typeof cfg === 'function' ? { handler: cfg } : (cfg as object)
+    if (mounted.includes(nsid)) throw new Error(`${nsid} has two handlers`)
+    mounted.push(nsid)
+    streamMethod(nsid, { ...config, auth: createVerifier(nsid, services) } as never)
+  }) as typeof xrpc.streamMethod
   for (const mount of handlers) mount(api, services)
   return mounted
 }

@@ -1,0 +1,153 @@
+// Serves the durable event log to subscribeRepos consumers. One poller per process reads new rows
+// in seq order and hands each event, encoded once, to every live consumer; a consumer with a cursor
+// replays from the log first and joins the live stream at the seam without a gap or a duplicate.
+import * as dagCbor from '@ipld/dag-cbor'
+import { sql } from 'kysely'
+import type { Db } from '../db/index.js'
+import type { Logger } from '../logger.js'
+
+export type EncodedEvent = { seq: number; bytes: Uint8Array }
+
+type Row = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
+
+const PAGE = 500
+
+/** frame bytes of one event: the DAG-CBOR header `{op: 1, t: '#<type>'}` then the body */
+export function encodeEvent(row: Row): EncodedEvent {
+  const body = { ...(dagCbor.decode(row.payload) as Record<string, unknown>), seq: row.seq, time: row.sequenced_at }
+  const header = dagCbor.encode({ op: 1, t: `#${row.type}` })
+  const payload = dagCbor.encode(body)
+  const bytes = new Uint8Array(header.length + payload.length)
+  bytes.set(header, 0)
+  bytes.set(payload, header.length)
+  return { seq: row.seq, bytes }
+}
+
+export type FirehoseOptions = { pollMs: number; retentionHours: number; maxBuffer: number }
+
+export type Listener = (ev: EncodedEvent) => void
+
+export class Firehose {
+  private listeners = new Set<Listener>()
+  private lastSeq: number | undefined
+  private polling: Promise<void> | undefined
+  private again = false
+  private timer: NodeJS.Timeout | undefined
+  private pruneTimer: NodeJS.Timeout | undefined
+
+  constructor(
+    private db: Db,
+    private logger: Logger,
+    private opts: FirehoseOptions,
+  ) {}
+
+  /** events a live consumer may fall behind by before it is dropped */
+  get maxBuffer() {
+    return this.opts.maxBuffer
+  }
+
+  async start() {
+    // from here on every committed event reaches the live consumers
+    this.lastSeq = await this.maxSeq()
+    this.timer = setInterval(() => this.listeners.size && this.notify(), this.opts.pollMs)
+    this.timer.unref()
+    const prune = () =>
+      this.prune().catch((err) => this.logger.error({ err }, 'firehose prune failed'))
+    this.pruneTimer = setInterval(prune, 10 * 60 * 1000)
+    this.pruneTimer.unref()
+    void prune()
+  }
+
+  async stop() {
+    clearInterval(this.timer)
+    clearInterval(this.pruneTimer)
+    this.listeners.clear()
+    await this.polling
+  }
+
+  /** a write committed: read the log now (also called on a timer while anyone listens) */
+  notify() {
+    if (this.polling) {
+      this.again = true
+      return
+    }
+    this.polling = this.poll()
+      .catch((err) => this.logger.error({ err }, 'firehose poll failed'))
+      .finally(() => {
+        this.polling = undefined
+        if (this.again) {
+          this.again = false
+          this.notify()
+        }
+      })
+  }
+
+  subscribe(fn: Listener): () => void {
+    this.listeners.add(fn)
+    return () => this.listeners.delete(fn)
+  }
+
+  private async poll() {
+    for (;;) {
+      const rows = await this.rowsAfter(this.lastSeq ?? 0, PAGE)
+      for (const row of rows) {
+        this.lastSeq = row.seq
+        if (!this.listeners.size) continue
+        const ev = encodeEvent(row)
+        for (const fn of this.listeners) fn(ev)
+      }
+      if (rows.length < PAGE) return
+      // let consumers drain between pages, so a backlog does not arrive as one burst
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+
+  rowsAfter(seq: number, limit: number): Promise<Row[]> {
+    return this.db
+      .selectFrom('event')
+      .select(['seq', 'type', 'payload', 'sequenced_at'])
+      .where('seq', '>', seq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute()
+  }
+
+  async maxSeq(): Promise<number> {
+    const r = await this.db.selectFrom('event').select(sql<number | null>`max(seq)`.as('seq')).executeTakeFirst()
+    return Number(r?.seq ?? 0)
+  }
+
+  async minSeq(): Promise<number | undefined> {
+    const r = await this.db.selectFrom('event').select(sql<number | null>`min(seq)`.as('seq')).executeTakeFirst()
+    return r?.seq == null ? undefined : Number(r.seq)
+  }
+
+  /**
+   * drops events older than the retention window, in batches so writers are never held up long;
+   * the newest event is always kept, so the log's max seq survives and cursors stay comparable
+   */
+  async prune(now = Date.now()): Promise<number> {
+    const cutoff = new Date(now - this.opts.retentionHours * 3600_000).toISOString()
+    const newest = await this.maxSeq()
+    let total = 0
+    for (;;) {
+      const batch = await this.db
+        .selectFrom('event')
+        .select('seq')
+        .where('sequenced_at', '<', cutoff)
+        .where('seq', '<', newest)
+        .orderBy('seq')
+        .limit(1000)
+        .execute()
+      if (!batch.length) return total
+      const last = batch[batch.length - 1].seq
+      await this.db
+        .deleteFrom('event')
+        .where('seq', '<=', last)
+        .where('sequenced_at', '<', cutoff)
+        .where('seq', '<', newest)
+        .execute()
+      total += batch.length
+    }
+  }
+}
