@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely'
+import { Kysely, PostgresAdapter, PostgresDialect, SqliteDialect } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import pg from 'pg'
 import type { Config } from '../config.js'
@@ -72,6 +72,11 @@ async function migrate(db: Db, schema?: string) {
   // another server's
   const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
   if (error) throw error
+}
+
+/** the dialect behind a store or a transaction on it */
+export function dialectOf(db: Kysely<Schema>): Dialect {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
 }
 
 /** true when `err` is a unique-constraint violation on either dialect */

@@ -2,8 +2,10 @@
 // assigned by the store, payload the DAG-CBOR body of the subscribeRepos message without its
 // `seq` and `time` (both are filled in from the row when served).
 import * as dagCbor from '@ipld/dag-cbor'
-import type { Kysely, Transaction } from 'kysely'
-import type { AccountStatus, EventTable, Schema } from '../db/index.js'
+import { sql, type Kysely, type Transaction } from 'kysely'
+import { dialectOf, type AccountStatus, type EventTable, type Schema } from '../db/index.js'
+
+const EVENT_LOCK = 7_340_001
 
 type Store = Kysely<Schema> | Transaction<Schema>
 
@@ -13,6 +15,10 @@ export async function appendEvent(
   did: string,
   body: Record<string, unknown>,
 ): Promise<number> {
+  // PostgreSQL hands out sequence numbers before commit, so two transactions could commit their
+  // events out of seq order and a reader could step past one not yet visible. One lock held from
+  // here to commit makes seq order the commit order (SQLite writers are serialized already).
+  if (dialectOf(db) === 'postgres') await sql`select pg_advisory_xact_lock(${EVENT_LOCK})`.execute(db)
   const row = await db
     .insertInto('event')
     .values({ type, did, payload: dagCbor.encode(body), sequenced_at: new Date().toISOString() })
