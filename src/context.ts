@@ -4,6 +4,7 @@ import type { Config } from './config.js'
 import type { Db } from './db/index.js'
 import type { Logger } from './logger.js'
 import type { TokenKeys } from './auth/session-tokens.js'
+import type { OAuthServices } from './oauth/index.js'
 
 export type Services = {
   config: Config
@@ -12,4 +13,6 @@ export type Services = {
   tokenKeys: TokenKeys
   /** the server's PLC rotation key (PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX) */
   rotationKey: Keypair
+  /** OAuth signing key, issuer, DPoP replay store and client resolver (part 2) */
+  oauth: OAuthServices
 }

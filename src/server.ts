@@ -14,6 +14,8 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { wellKnownRoutes } from './well-known.js'
+import { createOAuthServices } from './oauth/index.js'
+import { oauthRoutes } from './oauth/routes.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -40,6 +42,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    oauth: await createOAuthServices(config),
   }
 
   const api = createXrpcServer({
@@ -54,6 +57,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
   app.set('trust proxy', true)
   app.use(requestLog(logger))
   app.use(wellKnownRoutes(services, version))
+  app.use(oauthRoutes(services))
   app.use(api.xrpc.router)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
@@ -84,7 +88,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
 
 // Stop accepting, let in-flight requests finish (cut off after 4 s so exit stays within 5 s),
 // then close the store.
-async function shutdown(http: HttpServer, { db, logger }: Services) {
+async function shutdown(http: HttpServer, { db, logger, oauth }: Services) {
   const done = new Promise<void>((resolve) => http.close(() => resolve()))
   // keep-alive connections turn idle as their last response ends: close them as they do
   const sweep = setInterval(() => http.closeIdleConnections(), 50)
@@ -92,7 +96,7 @@ async function shutdown(http: HttpServer, { db, logger }: Services) {
   await done
   clearInterval(sweep)
   clearTimeout(timer)
-  await db.destroy()
+  await Promise.all([db.destroy(), oauth.close()])
   logger.info('pds stopped')
 }
 
