@@ -30,6 +30,8 @@ export interface RefreshTokenTable {
   created_at: string
   /** OAuth records: the client the token was issued to (migration 004) */
   client_id?: string | null
+  /** OAuth records: jti of the access token minted alongside (migration 004) */
+  access_jti?: string | null
 }
 
 export interface PlcOperationTable {

@@ -367,7 +367,8 @@ export function oauthRoutes(deps: Deps): Router {
     return { ...pair, scope, sub: claims.sub }
   }
 
-  // §4.5: always 200 with an empty body; the JWT is only decoded to find its jti
+  // §4.5: always 200 with an empty body; the JWT is only decoded to find its jti. An access token
+  // ends the grant it was minted with (the official client's signOut revokes its access token).
   r.post('/oauth/revoke', form, handle(async (req, res) => {
     const token = typeof req.body?.token === 'string' ? req.body.token : undefined
     let jti: unknown
@@ -377,7 +378,11 @@ export function oauthRoutes(deps: Deps): Router {
       jti = undefined
     }
     if (typeof jti === 'string') {
-      await db.deleteFrom('refresh_token').where('jti', '=', jti).where('kind', '=', 'oauth').execute()
+      await db
+        .deleteFrom('refresh_token')
+        .where('kind', '=', 'oauth')
+        .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
+        .execute()
     }
     res.status(200).end()
   }))
@@ -409,7 +414,7 @@ export function oauthRoutes(deps: Deps): Router {
 
 async function insertOAuthRefresh(
   trx: Store,
-  pair: { refreshJti: string; refreshExpiresAt: string },
+  pair: { refreshJti: string; accessJti: string; refreshExpiresAt: string },
   did: string,
   jkt: string,
   scope: string,
@@ -426,6 +431,7 @@ async function insertOAuthRefresh(
       dpop_jkt: jkt,
       scope,
       client_id: clientId,
+      access_jti: pair.accessJti,
       created_at: new Date().toISOString(),
     })
     .execute()

@@ -27,10 +27,11 @@ export async function mintOAuthPair(iss: Issuer, sub: string, scope: string, jkt
   const iat = Math.floor(Date.now() / 1000)
   const base = { iss: iss.issuer, aud: iss.audience, sub, scope, cnf: { jkt }, iat }
   const refreshJti = randomId()
+  const accessJti = randomId()
   const access = await signEs256k(
     iss.key.keypair,
     { typ: 'at+jwt', kid: iss.key.kid },
-    { ...base, exp: iat + OAUTH_ACCESS_TTL_S, jti: randomId() },
+    { ...base, exp: iat + OAUTH_ACCESS_TTL_S, jti: accessJti },
   )
   const refresh = await signEs256k(
     iss.key.keypair,
@@ -41,6 +42,7 @@ export async function mintOAuthPair(iss: Issuer, sub: string, scope: string, jkt
     access,
     refresh,
     refreshJti,
+    accessJti,
     refreshExpiresAt: new Date((iat + OAUTH_REFRESH_TTL_S) * 1000).toISOString(),
   }
 }
