@@ -372,6 +372,7 @@ describe('OAuth authorization server', () => {
         expect(r.text).toBe('')
       }
     })
+
     it('revoking the access token ends its grant (what the official client does on sign-out)', async () => {
       const { key, tokens } = await signIn()
       expect((await post(`${pds.url}/oauth/revoke`, { token: tokens.access_token, token_type_hint: 'access_token' })).status).toBe(200)
