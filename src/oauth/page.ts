@@ -44,6 +44,7 @@ body{font-family:system-ui,sans-serif;background:#f4f5f7;margin:0;padding:2rem 1
 main{max-width:26rem;margin:0 auto;background:#fff;border-radius:12px;padding:1.5rem 1.75rem;box-shadow:0 1px 4px rgba(0,0,0,.12)}
 h1{font-size:1.3rem;margin:0 0 .25rem}
 .client{color:#555;font-size:.9rem;word-break:break-all;margin:0 0 1rem}
+.note{color:#555;font-size:.85rem;margin:1rem 0 0}
 ul{padding-left:1.2rem} li{margin:.3rem 0}
 label{display:block;margin:.8rem 0 .25rem;font-weight:600}
 input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.55rem;border:1px solid #bbb;border-radius:6px;font-size:1rem}
@@ -71,7 +72,7 @@ ${p.error ? `<p class="error" role="alert">${esc(p.error)}</p>` : ''}
 <button type="submit" name="action" value="deny" formnovalidate>Deny</button>
 </div>
 </form>
-<p class="client">Signing in at ${esc(p.serverName)} with your account password (app passwords are not accepted here).</p>
+<p class="note">Signing in at ${esc(p.serverName)} with your account password (app passwords are not accepted here).</p>
 </main>
 </body>
 </html>`

@@ -185,7 +185,8 @@ export function oauthRoutes(deps: Deps): Router {
       .type('html')
       .setHeader('Cache-Control', 'no-store')
       .setHeader('X-Frame-Options', 'DENY')
-      .setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' " + new URL(config.publicUrl).origin + "; frame-ancestors 'none'")
+      // no form-action: browsers apply it to the redirect to the client after the post
+      .setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
       .send(
         signInPage({
           action,
