@@ -1,4 +1,7 @@
-import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader } from 'jose'
+import { randomBytes } from 'node:crypto'
+import { Secp256k1Keypair } from '@atproto/crypto'
+import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, SignJWT } from 'jose'
+import { k256PublicJwk, signEs256k } from '../src/oauth/es256k.js'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createVerifier } from '../src/auth/verifier.js'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
@@ -377,6 +380,80 @@ describe('OAuth authorization server', () => {
       const { key, tokens } = await signIn()
       expect((await post(`${pds.url}/oauth/revoke`, { token: tokens.access_token, token_type_hint: 'access_token' })).status).toBe(200)
       expect((await refreshGrant(srv, key, tokens.refresh_token)).json.error).toBe('invalid_grant')
+    })
+  })
+
+  describe('lifetimes and account state', () => {
+    it('an expired PAR request can no longer be signed in to', async () => {
+      const acct = await newAccount()
+      const res = await par(srv, await dpopKey())
+      const page = await openPage(pds.url, res.json.request_uri)
+      await pds.services.db.updateTable('oauth_request').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('request_uri', '=', res.json.request_uri).execute()
+      const r = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf }, page.cookie)
+      expect(r.status).toBe(400)
+      expect(r.text).toContain('expired')
+    })
+
+    it('an expired authorization code is refused', async () => {
+      const acct = await newAccount()
+      const key = await dpopKey()
+      const a = await authorize(srv, key, { handle: acct.handle, password: PASSWORD })
+      await pds.services.db.updateTable('oauth_code').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('code', '=', a.code).execute()
+      const res = await exchange(srv, key, a.code, a.verifier)
+      expect(res.status).toBe(400)
+      expect(res.json.error).toBe('invalid_grant')
+    })
+
+    it('a taken-down account cannot sign in on the page nor refresh', async () => {
+      const { acct, key, tokens } = await signIn()
+      await pds.services.db.updateTable('account').set({ status: 'takendown' }).where('did', '=', acct.did).execute()
+      expect((await refreshGrant(srv, key, tokens.refresh_token)).json.error).toBe('invalid_grant')
+      const res = await par(srv, await dpopKey())
+      const page = await openPage(pds.url, res.json.request_uri)
+      const r = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf }, page.cookie)
+      expect(r.status).toBe(401)
+      expect(r.text).toContain('taken down')
+    })
+
+    it('refuses an unknown grant_type', async () => {
+      const key = await dpopKey()
+      const res = await post(`${pds.url}/oauth/token`, { grant_type: 'password' }, { dpop: await key.proof('POST', `${srv.publicUrl}/oauth/token`) })
+      expect(res.status).toBe(400)
+      expect(res.json.error).toBe('unsupported_grant_type')
+    })
+  })
+
+  describe('DPoP proof algorithms', () => {
+    it('accepts an ES256K proof (the profile mandates it) end to end', async () => {
+      const kp = await Secp256k1Keypair.create()
+      const jwk = k256PublicJwk(kp)
+      const jkt = await calculateJwkThumbprint(jwk, 'sha256')
+      const key = {
+        jwk,
+        jkt,
+        proof: (htm: string, htu: string, extra: Record<string, unknown> = {}) =>
+          signEs256k(kp, { typ: 'dpop+jwt', jwk }, { htm, htu, iat: Math.floor(Date.now() / 1000), jti: randomBytes(8).toString('hex'), ...extra }),
+      }
+      const acct = await newAccount()
+      const a = await authorize(srv, key, { handle: acct.handle, password: PASSWORD })
+      const tokens = await exchange(srv, key, a.code, a.verifier)
+      expect(tokens.status, tokens.text).toBe(200)
+      expect(decodeJwt(tokens.json.access_token).cnf).toEqual({ jkt })
+      expect((await dpopGet(srv, key, tokens.json.access_token, 'com.atproto.server.getSession')).status).toBe(200)
+    })
+
+    it('refuses proofs with another typ, a symmetric alg or a private key in the header', async () => {
+      const key = await dpopKey()
+      const htu = `${srv.publicUrl}/oauth/token`
+      const now = Math.floor(Date.now() / 1000)
+      const claims = { htm: 'POST', htu, iat: now, jti: 'x' + Math.random() }
+      const badTyp = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(new Uint8Array(32))
+      const hs = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: key.jwk } as never).sign(new Uint8Array(32))
+      for (const proof of [badTyp, hs, 'not-a-jwt']) {
+        const res = await post(`${pds.url}/oauth/token`, { grant_type: 'refresh_token', refresh_token: 'x', client_id: loopbackClientId() }, { dpop: proof })
+        expect(res.status).toBe(400)
+        expect(res.json.error).toBe('invalid_dpop_proof')
+      }
     })
   })
 

@@ -18,7 +18,7 @@ export type AccessCredentials = {
   /** 'session' for Bearer tokens (fully privileged scope), the granted scope for OAuth */
   scope: string
   appPassword?: { name: string; privileged: boolean }
-  /** OAuth callers: the client and the thumbprint of the DPoP key the token is bound to */
+  /** OAuth callers: the thumbprint of the DPoP key the token is bound to */
   oauth?: { jkt: string }
 }
 export type RefreshCredentials = {

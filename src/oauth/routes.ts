@@ -245,6 +245,8 @@ export function oauthRoutes(deps: Deps): Router {
     if (account.status === 'takendown') return retry('This account has been taken down.')
 
     const code = randomId(32)
+    // expired and used codes are useless: sweep them as new ones are issued
+    await db.deleteFrom('oauth_code').where('expires_at', '<', nowIso()).execute()
     const issued = await db.transaction().execute(async (trx) => {
       // the PAR record is single use: of two concurrent sign-ins one wins
       const gone = await trx
