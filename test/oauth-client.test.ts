@@ -9,6 +9,7 @@ import { requestLocalLock } from '@atproto/oauth-client'
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
+import { signEs256k } from '../src/oauth/es256k.js'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
 import { openPage, post } from './oauth-helpers.js'
 
@@ -119,9 +120,23 @@ describe('official OAuth client end to end', () => {
     const again = await refreshed.fetchHandler('/xrpc/com.atproto.server.getSession')
     expect(again.status).toBe(200)
 
+    // an access token the server says has expired: the client refreshes on the challenge and retries
+    const stored = sessions.m.get(did)!
+    const claims = decodeJwt(stored.tokenSet.access_token)
+    const now = Math.floor(Date.now() / 1000)
+    const stale = await signEs256k(
+      pds.services.oauth.key.keypair,
+      { typ: 'at+jwt', kid: pds.services.oauth.key.kid },
+      { ...claims, iat: now - 3600, exp: now - 1800 },
+    )
+    sessions.m.set(did, { ...stored, tokenSet: { ...stored.tokenSet, access_token: stale } })
+    const retried = await (await client.restore(did, false)).fetchHandler('/xrpc/com.atproto.server.getSession')
+    expect(retried.status).toBe(200)
+    expect(sessions.m.get(did)!.tokenSet.access_token).not.toBe(stale)
+
     // revoke: the refresh record disappears and the session cannot be refreshed
-    const newJti = decodeJwt(after.refresh_token!).jti!
-    await refreshed.signOut()
+    const newJti = decodeJwt(sessions.m.get(did)!.tokenSet.refresh_token!).jti!
+    await (await client.restore(did, false)).signOut()
     expect(await pds.services.db.selectFrom('refresh_token').select('jti').where('jti', '=', newJti).executeTakeFirst()).toBeUndefined()
     expect(sessions.m.get(did)).toBeUndefined()
     await expect(client.restore(did, true)).rejects.toThrow()

@@ -86,6 +86,8 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pro
 async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
   const verified = await verifyOAuthToken(deps.oauth, token, 'access')
   if (!verified.ok) {
+    // RFC 6750 §3: official clients refresh on this challenge and retry
+    ctx.res?.setHeader('WWW-Authenticate', `DPoP error="invalid_token", error_description="${verified.why === 'expired' ? 'Token has expired' : 'Invalid token'}"`)
     throw verified.why === 'expired'
       ? xrpcError('ExpiredToken', 'Token has expired')
       : xrpcError('InvalidToken', 'Token could not be verified')
@@ -105,7 +107,10 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
       deps.oauth.replay,
     ))
   } catch (err) {
-    if (err instanceof DpopError) throw xrpcError('InvalidToken', err.message)
+    if (err instanceof DpopError) {
+      ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_dpop_proof"')
+      throw xrpcError('InvalidToken', err.message)
+    }
     throw err
   }
   if (jkt !== claims.cnf.jkt) throw xrpcError('InvalidToken', 'DPoP proof key does not match the token')
