@@ -11,13 +11,18 @@ STAMPS := .tools/stamps
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
-.PHONY: serve test codegen build bench clean
+.PHONY: serve test codegen build bench clean chromium
 
 serve: build
 	node dist/bin.js
 
-test: build
+test: build chromium
 	node node_modules/vitest/vitest.mjs run $(VITEST_ARGS)
+
+# The OAuth sign-in page test drives headless Chromium (Debian package), installed when missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium; }
 
 codegen: $(STAMPS)/codegen
 

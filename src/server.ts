@@ -16,6 +16,8 @@ import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
+import { createOAuthServices } from './oauth/index.js'
+import { oauthRoutes } from './oauth/routes.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -56,6 +58,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    oauth: await createOAuthServices(config),
   }
 
   const api = createXrpcServer({
@@ -70,6 +73,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.set('trust proxy', true)
   app.use(requestLog(logger))
   app.use(wellKnownRoutes(services, version))
+  app.use(oauthRoutes(services))
   app.use(api.xrpc.router)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
@@ -100,7 +104,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
 
 // Stop accepting, let in-flight requests finish (cut off after 4 s so exit stays within 5 s),
 // then close the store.
-async function shutdown(http: HttpServer, { db, logger, firehose }: Services, xrpc: XrpcServer) {
+async function shutdown(http: HttpServer, { db, logger, firehose, oauth }: Services, xrpc: XrpcServer) {
   const done = new Promise<void>((resolve) => http.close(() => resolve()))
   closeStreams(xrpc)
   // keep-alive connections turn idle as their last response ends: close them as they do
@@ -110,7 +114,7 @@ async function shutdown(http: HttpServer, { db, logger, firehose }: Services, xr
   clearInterval(sweep)
   clearTimeout(timer)
   await firehose.stop()
-  await db.destroy()
+  await Promise.all([db.destroy(), oauth.close()])
   logger.info('pds stopped')
 }
 

@@ -26,7 +26,9 @@ describe('store migrations', () => {
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
-    expect(applied.rows.map((r) => r.name)).toEqual(['001-init'])
+    const names2 = applied.rows.map((r) => r.name)
+    expect(names2).toEqual(expect.arrayContaining(['001-init', '004-oauth']))
+    expect(new Set(names2).size).toBe(names2.length) // each applied once, not again on reopen
     await again.destroy()
   })
 

@@ -8,6 +8,7 @@ import createAccount from './com/atproto/server/createAccount.js'
 import createSession from './com/atproto/server/createSession.js'
 import deleteSession from './com/atproto/server/deleteSession.js'
 import describeServer from './com/atproto/server/describeServer.js'
+import getServiceAuth from './com/atproto/server/getServiceAuth.js'
 import getSession from './com/atproto/server/getSession.js'
 import refreshSession from './com/atproto/server/refreshSession.js'
 import subscribeRepos from './com/atproto/sync/subscribeRepos.js'
@@ -17,6 +18,7 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   createSession,
   deleteSession,
   describeServer,
+  getServiceAuth,
   getSession,
   refreshSession,
   resolveHandle,

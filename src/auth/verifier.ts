@@ -8,6 +8,8 @@ import { getAccount, getRefreshRecord, type AccountRow } from '../account/store.
 import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Row } from './registry.js'
 import { verifySessionToken } from './session-tokens.js'
+import { DpopError, verifyDpopProof } from '../oauth/dpop.js'
+import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
 
 export type AccessCredentials = {
   type: 'access'
@@ -16,6 +18,8 @@ export type AccessCredentials = {
   /** 'session' for Bearer tokens (fully privileged scope), the granted scope for OAuth */
   scope: string
   appPassword?: { name: string; privileged: boolean }
+  /** OAuth callers: the thumbprint of the DPoP key the token is bound to */
+  oauth?: { jkt: string }
 }
 export type RefreshCredentials = {
   type: 'refresh'
@@ -33,7 +37,7 @@ export type RefreshAuth = AuthOutput<RefreshCredentials>
 export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
 export type AdminAuth = AuthOutput<{ type: 'admin' }>
 
-export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys'>
+export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'>
 
 export function createVerifier(nsid: string, deps: VerifierDeps) {
   const row = rowFor(nsid)
@@ -66,6 +70,7 @@ function bearer(header: string | undefined): { scheme: string; token: string } {
 
 async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
   const { scheme, token } = bearer(ctx.req.headers.authorization)
+  if (scheme === 'dpop') return oauthAccess(ctx, token, row, deps)
   if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
   const claims = await verifySessionToken(deps.tokenKeys, token, 'access')
   const account = await liveAccount(deps, claims.sub, row)
@@ -74,6 +79,47 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pro
   }
   return {
     credentials: { type: 'access', did: account.did, account, scope: 'session', appPassword: claims.app_password },
+  }
+}
+
+// part 2 §4.6 rule 2 to 4: the OAuth access token, its DPoP proof, the status gate, the scope
+async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+  const verified = await verifyOAuthToken(deps.oauth, token, 'access')
+  if (!verified.ok) {
+    // RFC 6750 §3: official clients refresh on this challenge and retry
+    ctx.res?.setHeader('WWW-Authenticate', `DPoP error="invalid_token", error_description="${verified.why === 'expired' ? 'Token has expired' : 'Invalid token'}"`)
+    throw verified.why === 'expired'
+      ? xrpcError('ExpiredToken', 'Token has expired')
+      : xrpcError('InvalidToken', 'Token could not be verified')
+  }
+  const claims = verified.claims
+  const req = ctx.req
+  if (req.headers.dpop === undefined) throw xrpcError('AuthMissing', 'A DPoP proof is required with a DPoP token')
+  let jkt: string
+  try {
+    ;({ jkt } = await verifyDpopProof(
+      {
+        proof: req.headers.dpop,
+        method: req.method ?? 'GET',
+        url: deps.config.publicUrl + (req.originalUrl ?? req.url ?? '').split('?')[0],
+        accessToken: token,
+      },
+      deps.oauth.replay,
+    ))
+  } catch (err) {
+    if (err instanceof DpopError) {
+      ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_dpop_proof"')
+      throw xrpcError('InvalidToken', err.message)
+    }
+    throw err
+  }
+  if (jkt !== claims.cnf.jkt) throw xrpcError('InvalidToken', 'DPoP proof key does not match the token')
+  const account = await liveAccount(deps, claims.sub, row)
+  if (row.scope && !scopeAllows(claims.scope, row.scope)) {
+    throw xrpcError('InsufficientScope', `This method needs the ${row.scope} scope`)
+  }
+  return {
+    credentials: { type: 'access', did: account.did, account, scope: claims.scope, oauth: { jkt } },
   }
 }
 

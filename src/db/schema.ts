@@ -28,6 +28,10 @@ export interface RefreshTokenTable {
   dpop_jkt: string | null
   scope: string | null
   created_at: string
+  /** OAuth records: the client the token was issued to (migration 004) */
+  client_id?: string | null
+  /** OAuth records: jti of the access token minted alongside (migration 004) */
+  access_jti?: string | null
 }
 
 export interface PlcOperationTable {
@@ -52,10 +56,39 @@ export interface EventTable {
   sequenced_at: string
 }
 
+export interface OAuthRequestTable {
+  request_uri: string
+  client_id: string
+  redirect_uri: string
+  scope: string
+  state: string
+  code_challenge: string
+  code_challenge_method: string
+  dpop_jkt: string
+  login_hint: string | null
+  expires_at: string
+  created_at: string
+}
+
+export interface OAuthCodeTable {
+  code: string
+  did: string
+  client_id: string
+  redirect_uri: string
+  scope: string
+  code_challenge: string
+  dpop_jkt: string
+  used: number
+  expires_at: string
+  created_at: string
+}
+
 export interface Schema {
   account: AccountTable
   refresh_token: RefreshTokenTable
   plc_operation: PlcOperationTable
   signing_key: SigningKeyTable
   event: EventTable
+  oauth_request: OAuthRequestTable
+  oauth_code: OAuthCodeTable
 }

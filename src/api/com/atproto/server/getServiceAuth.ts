@@ -1,0 +1,20 @@
+// com.atproto.server.getServiceAuth: a short-lived token another service (or this one) accepts
+// as the caller (part 2 §4.7, DECISIONS.md 7). lxm=createAccount needs a privileged session: the
+// registry row says so.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { mintServiceAuth } from '../../../../auth/service-auth.js'
+
+export default (api: Server, deps: Pick<Services, 'db' | 'tokenKeys'>) =>
+  api.com.atproto.server.getServiceAuth<AccessAuth>(async ({ auth, params }) => ({
+    encoding: 'application/json',
+    body: {
+      token: await mintServiceAuth(deps, {
+        iss: auth.credentials.did,
+        aud: params.aud,
+        lxm: params.lxm,
+        exp: params.exp,
+      }),
+    },
+  }))

@@ -1,0 +1,209 @@
+// OAuth clients (atproto OAuth profile): a loopback client (`http://localhost?redirect_uri=…&scope=…`,
+// nothing fetched) or a discoverable client whose client_id is the URL of its metadata document,
+// fetched once (size- and time-limited, no redirects) and cached. Private, loopback and link-local
+// addresses are refused (SSRF) unless the server itself runs on localhost and the client is on
+// loopback.
+import { lookup } from 'node:dns'
+import { isIP } from 'node:net'
+import { Agent, request } from 'undici'
+
+export type ClientMetadata = {
+  client_id: string
+  client_name?: string
+  client_uri?: string
+  redirect_uris: string[]
+  /** space-separated scopes the client may ask for */
+  scope: string
+  loopback: boolean
+}
+
+export class ClientError extends Error {}
+
+const MAX_METADATA_BYTES = 64 * 1024
+const FETCH_TIMEOUT_MS = 5000
+const CACHE_MAX = 1000
+
+export class ClientResolver {
+  private cache = new Map<string, ClientMetadata>()
+  private agent: Agent
+
+  constructor(private opts: { allowLoopbackHttp: boolean }) {
+    this.agent = new Agent({
+      connect: { lookup: guardedLookup(opts.allowLoopbackHttp), timeout: FETCH_TIMEOUT_MS },
+      headersTimeout: FETCH_TIMEOUT_MS,
+      bodyTimeout: FETCH_TIMEOUT_MS,
+    })
+  }
+
+  async resolve(clientId: string): Promise<ClientMetadata> {
+    let url: URL
+    try {
+      url = new URL(clientId)
+    } catch {
+      throw new ClientError('client_id must be a URL')
+    }
+    if (url.protocol === 'http:' && url.hostname === 'localhost' && !url.port) return loopbackClient(clientId, url)
+    const cached = this.cache.get(clientId)
+    if (cached) return cached
+    const metadata = await this.fetchMetadata(clientId, url)
+    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value as string)
+    this.cache.set(clientId, metadata)
+    return metadata
+  }
+
+  private async fetchMetadata(clientId: string, url: URL): Promise<ClientMetadata> {
+    const loopbackHost = isLoopbackHost(url.hostname)
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackHost && this.opts.allowLoopbackHttp)) {
+      throw new ClientError('client_id must be an https URL')
+    }
+    if (url.hash || url.username || url.password) throw new ClientError('client_id must not carry a fragment or credentials')
+    // an IP literal is dialled without a lookup, so the address guard must happen here
+    if (isIP(url.hostname.replace(/^\[|\]$/g, '')) && !(loopbackHost && this.opts.allowLoopbackHttp)) {
+      throw new ClientError('client_id must name a host')
+    }
+    let json: unknown
+    try {
+      const res = await request(url, {
+        method: 'GET',
+        dispatcher: this.agent,
+        headers: { accept: 'application/json' },
+        maxRedirections: 0,
+        signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+      } as Parameters<typeof request>[1])
+      if (res.statusCode !== 200) {
+        await res.body.dump()
+        throw new ClientError(`client metadata answered ${res.statusCode}`)
+      }
+      const chunks: Buffer[] = []
+      let size = 0
+      for await (const chunk of res.body) {
+        size += chunk.length
+        if (size > MAX_METADATA_BYTES) {
+          res.body.destroy()
+          throw new ClientError('client metadata document is too large')
+        }
+        chunks.push(chunk)
+      }
+      json = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+    } catch (err) {
+      if (err instanceof ClientError) throw err
+      throw new ClientError('client metadata could not be fetched')
+    }
+    return validateMetadata(clientId, json, this.opts.allowLoopbackHttp)
+  }
+
+  async close() {
+    await this.agent.close()
+  }
+}
+
+function loopbackClient(clientId: string, url: URL): ClientMetadata {
+  if (url.pathname !== '/' && url.pathname !== '') throw new ClientError('a loopback client_id has no path')
+  if (url.hash) throw new ClientError('client_id must not carry a fragment')
+  for (const key of url.searchParams.keys()) {
+    if (key !== 'redirect_uri' && key !== 'scope') throw new ClientError(`loopback client_id has unknown parameter ${key}`)
+  }
+  const redirectUris = url.searchParams.getAll('redirect_uri')
+  for (const uri of redirectUris) {
+    let r: URL
+    try {
+      r = new URL(uri)
+    } catch {
+      throw new ClientError('loopback redirect_uri must be a URL')
+    }
+    if (r.protocol !== 'http:' || (r.hostname !== '127.0.0.1' && r.hostname !== '[::1]')) {
+      throw new ClientError('loopback redirect_uri must be http://127.0.0.1 or http://[::1]')
+    }
+  }
+  const scope = url.searchParams.get('scope') ?? 'atproto'
+  if (!scope.split(' ').includes('atproto')) throw new ClientError('client scope must include atproto')
+  return {
+    client_id: clientId,
+    client_name: 'An application on this computer',
+    redirect_uris: redirectUris.length ? redirectUris : ['http://127.0.0.1/', 'http://[::1]/'],
+    scope,
+    loopback: true,
+  }
+}
+
+function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: boolean): ClientMetadata {
+  if (!json || typeof json !== 'object' || Array.isArray(json)) throw new ClientError('client metadata must be a JSON object')
+  const m = json as Record<string, unknown>
+  if (m.client_id !== clientId) throw new ClientError('client metadata client_id does not match its URL')
+  const strings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string')
+  if (!strings(m.redirect_uris) || !(m.redirect_uris as string[]).length) {
+    throw new ClientError('client metadata needs redirect_uris')
+  }
+  if (m.grant_types !== undefined && (!strings(m.grant_types) || !(m.grant_types as string[]).includes('authorization_code'))) {
+    throw new ClientError('client metadata grant_types must include authorization_code')
+  }
+  if (m.response_types !== undefined && (!strings(m.response_types) || !(m.response_types as string[]).includes('code'))) {
+    throw new ClientError('client metadata response_types must include code')
+  }
+  if (m.dpop_bound_access_tokens !== true) throw new ClientError('client metadata must set dpop_bound_access_tokens')
+  const auth = m.token_endpoint_auth_method ?? 'none'
+  if (auth !== 'none') throw new ClientError(`token_endpoint_auth_method ${String(auth)} is not supported`)
+  const scope = typeof m.scope === 'string' ? m.scope : 'atproto'
+  if (!scope.split(' ').includes('atproto')) throw new ClientError('client metadata scope must include atproto')
+  const clientUrl = new URL(clientId)
+  for (const uri of m.redirect_uris as string[]) {
+    let r: URL
+    try {
+      r = new URL(uri)
+    } catch {
+      throw new ClientError(`redirect_uri ${uri} is not a URL`)
+    }
+    if (r.hash) throw new ClientError('redirect_uri must not carry a fragment')
+    const ok =
+      (r.protocol === 'https:' && r.hostname === clientUrl.hostname) ||
+      (r.protocol === 'http:' && (r.hostname === '127.0.0.1' || r.hostname === '[::1]')) ||
+      (r.protocol === 'http:' && allowLoopbackHttp && isLoopbackHost(r.hostname) && r.hostname === clientUrl.hostname) ||
+      // native apps: a private-use scheme, the client's host reversed (RFC 8252 §7.1)
+      (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(r.protocol) && r.protocol.slice(0, -1) === clientUrl.hostname.split('.').reverse().join('.'))
+    if (!ok) throw new ClientError(`redirect_uri ${uri} is not allowed for this client`)
+  }
+  return {
+    client_id: clientId,
+    client_name: typeof m.client_name === 'string' ? m.client_name.slice(0, 100) : undefined,
+    client_uri: typeof m.client_uri === 'string' ? m.client_uri : undefined,
+    redirect_uris: m.redirect_uris as string[],
+    scope,
+    loopback: false,
+  }
+}
+
+function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '')
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h)
+}
+
+/** refuses addresses a server-side fetch must not reach (private, link-local, loopback, …) */
+export function isForbiddenAddress(addr: string, allowLoopback: boolean): boolean {
+  const v4 = addr.startsWith('::ffff:') ? addr.slice(7) : addr
+  if (isIP(v4) === 4) {
+    const [a, b] = v4.split('.').map(Number)
+    if (a === 127) return !allowLoopback
+    return (
+      a === 0 || a === 10 || (a === 100 && b >= 64 && b <= 127) || (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || a >= 224 || (a === 198 && (b === 18 || b === 19))
+    )
+  }
+  const v6 = addr.toLowerCase()
+  if (v6 === '::1') return !allowLoopback
+  return v6 === '::' || v6.startsWith('fe8') || v6.startsWith('fe9') || v6.startsWith('fea') || v6.startsWith('feb') ||
+    v6.startsWith('fc') || v6.startsWith('fd') || v6.startsWith('ff')
+}
+
+// Checked at connect time, on the address actually dialled, so DNS rebinding cannot slip past.
+function guardedLookup(allowLoopback: boolean) {
+  return (hostname: string, options: object, cb: (...args: any[]) => void) => {
+    lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return cb(err)
+      const list = addresses as { address: string; family: number }[]
+      const allowed = list.filter((a) => !isForbiddenAddress(a.address, allowLoopback))
+      if (!allowed.length) return cb(Object.assign(new Error(`refusing to fetch from ${hostname}`), { code: 'EFORBIDDEN' }))
+      if ((options as { all?: boolean }).all) cb(null, allowed)
+      else cb(null, allowed[0].address, allowed[0].family)
+    })
+  }
+}

@@ -1,0 +1,86 @@
+// DPoP proof verification (RFC 9449, part 2 §2.7 and §5.2): typ, alg ES256K or ES256, the embedded
+// public jwk signs the proof, iat within ±60 s, htm/htu equal to the live request (htu without
+// query and fragment, scheme and host from PDS_PUBLIC_URL), ath when present, and a jti never
+// accepted in the preceding 60 s.
+import { createHash } from 'node:crypto'
+import { base64url, calculateJwkThumbprint, EmbeddedJWK, jwtVerify, type JWK } from 'jose'
+import { decodeParts, didKeyFromK256Jwk, verifyEs256k } from './es256k.js'
+import { REPLAY_WINDOW_S, type ReplayStore } from './replay.js'
+
+export class DpopError extends Error {}
+
+const IAT_TOLERANCE_S = 60
+
+export type DpopCheck = {
+  proof: string | string[] | undefined
+  method: string
+  /** the live request URL without query or fragment, on the public base */
+  url: string
+  /** the access token the proof comes with, for `ath` */
+  accessToken?: string
+}
+
+/** returns the RFC 7638 thumbprint of the proof's key */
+export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Promise<{ jkt: string }> {
+  if (typeof check.proof !== 'string' || !check.proof) throw new DpopError('Missing or repeated DPoP header')
+  const proof = check.proof
+  const parts = decodeParts(proof)
+  if (!parts) throw new DpopError('Malformed DPoP proof')
+  const { header } = parts
+  if (header.typ !== 'dpop+jwt') throw new DpopError('DPoP proof typ must be dpop+jwt')
+  const jwk = header.jwk as JWK | undefined
+  if (!jwk || typeof jwk !== 'object' || 'd' in jwk) throw new DpopError('DPoP proof must embed a public jwk')
+
+  let payload: Record<string, unknown>
+  if (header.alg === 'ES256') {
+    try {
+      ;({ payload } = await jwtVerify(proof, EmbeddedJWK, { algorithms: ['ES256'], typ: 'dpop+jwt' }))
+    } catch {
+      throw new DpopError('Invalid DPoP proof signature')
+    }
+  } else if (header.alg === 'ES256K') {
+    let didKey: string
+    try {
+      didKey = didKeyFromK256Jwk(jwk)
+    } catch {
+      throw new DpopError('Invalid DPoP proof key')
+    }
+    // proofs come from any client library: a high-S signature is still a valid ECDSA signature
+    if (!(await verifyEs256k(proof, didKey, { allowMalleable: true }))) throw new DpopError('Invalid DPoP proof signature')
+    payload = parts.payload
+  } else {
+    throw new DpopError('DPoP proof alg must be ES256K or ES256')
+  }
+
+  const { htm, htu, iat, jti, ath } = payload
+  if (typeof iat !== 'number' || Math.abs(iat - Date.now() / 1000) > IAT_TOLERANCE_S) {
+    throw new DpopError('DPoP proof iat is not recent')
+  }
+  if (typeof jti !== 'string' || jti.length < 1 || jti.length > 256) throw new DpopError('DPoP proof jti is missing')
+  if (htm !== check.method) throw new DpopError('DPoP proof htm does not match the request')
+  if (typeof htu !== 'string' || normalizeHtu(htu) !== normalizeHtu(check.url)) {
+    throw new DpopError('DPoP proof htu does not match the request')
+  }
+  if (ath !== undefined) {
+    const want = check.accessToken === undefined ? undefined : base64url.encode(createHash('sha256').update(check.accessToken).digest())
+    if (ath !== want) throw new DpopError('DPoP proof ath does not match the access token')
+  }
+  const jkt = await calculateJwkThumbprint(jwk, 'sha256')
+  // last, so a proof refused for another reason does not burn its jti; keyed by key and jti so
+  // two clients cannot collide
+  if (!(await replay.firstSeen(`${jkt}:${jti}`))) throw new DpopError('DPoP proof replayed')
+  return { jkt }
+}
+
+function normalizeHtu(u: string): string | undefined {
+  try {
+    const url = new URL(u)
+    url.search = ''
+    url.hash = ''
+    return url.href
+  } catch {
+    return undefined
+  }
+}
+
+export { REPLAY_WINDOW_S }

@@ -1,0 +1,510 @@
+// The authorization server's HTTP surface (part 2 §4.1 to §4.5): discovery, the key set, PAR,
+// the sign-in page, the token endpoint and revocation. Errors follow RFC 6749 §5.2
+// (`{error, error_description}`), never XRPC bodies.
+import { createHash, timingSafeEqual } from 'node:crypto'
+import express, { Router, type NextFunction, type Request, type Response } from 'express'
+import { base64url, decodeJwt } from 'jose'
+import type { Services } from '../context.js'
+import { findAccount, type Store } from '../account/store.js'
+import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../account/password.js'
+import { ClientError, type ClientMetadata } from './clients.js'
+import { DpopError, verifyDpopProof } from './dpop.js'
+import { messagePage, signInPage } from './page.js'
+import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
+
+export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
+const PAR_TTL_S = 60
+const CODE_TTL_S = 60
+const CSRF_COOKIE = 'pds_oauth_csrf'
+const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
+
+type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger'>
+
+class OAuthError extends Error {
+  constructor(
+    public status: number,
+    public error: string,
+    public description: string,
+  ) {
+    super(description)
+  }
+}
+
+const later = (s: number) => new Date(Date.now() + s * 1000).toISOString()
+const nowIso = () => new Date().toISOString()
+
+export function oauthRoutes(deps: Deps): Router {
+  const { config, db, oauth } = deps
+  const r = Router()
+  const form = express.urlencoded({ extended: false, limit: '64kb' })
+  const endpoint = (path: string) => `${config.publicUrl}${path}`
+
+  // browser-based clients call these across origins
+  r.use(['/oauth/par', '/oauth/token', '/oauth/revoke', '/oauth/jwks', '/.well-known/oauth-'], (req, res, next) => {
+    res.setHeader('Access-Control-Allow-Origin', '*')
+    res.setHeader('Access-Control-Allow-Headers', 'Content-Type, DPoP, Authorization')
+    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
+    res.setHeader('Access-Control-Expose-Headers', 'DPoP-Nonce, WWW-Authenticate')
+    if (req.method === 'OPTIONS') res.status(204).end()
+    else next()
+  })
+
+  r.get('/.well-known/oauth-protected-resource', (_req, res) => {
+    res.json({
+      resource: config.publicUrl,
+      authorization_servers: [oauth.issuer],
+      scopes_supported: SCOPES_SUPPORTED,
+      bearer_methods_supported: ['header'],
+      resource_documentation: 'https://atproto.com',
+    })
+  })
+
+  r.get('/.well-known/oauth-authorization-server', (_req, res) => {
+    res.json({
+      issuer: oauth.issuer,
+      authorization_endpoint: endpoint('/oauth/authorize'),
+      token_endpoint: endpoint('/oauth/token'),
+      pushed_authorization_request_endpoint: endpoint('/oauth/par'),
+      require_pushed_authorization_requests: true,
+      revocation_endpoint: endpoint('/oauth/revoke'),
+      jwks_uri: endpoint('/oauth/jwks'),
+      scopes_supported: SCOPES_SUPPORTED,
+      response_types_supported: ['code'],
+      response_modes_supported: ['query'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      code_challenge_methods_supported: ['S256'],
+      token_endpoint_auth_methods_supported: ['none'],
+      dpop_signing_alg_values_supported: ['ES256K', 'ES256'],
+      authorization_response_iss_parameter_supported: true,
+      client_id_metadata_document_supported: true,
+      protected_resources: [config.publicUrl],
+      subject_types_supported: ['public'],
+    })
+  })
+
+  r.get('/oauth/jwks', (_req, res) => {
+    res.json({ keys: [oauth.key.jwk] })
+  })
+
+  const dpopFor = (req: Request, accessToken?: string) =>
+    verifyDpopProof(
+      { proof: req.headers.dpop, method: req.method, url: endpoint(req.originalUrl.split('?')[0]), accessToken },
+      oauth.replay,
+    ).catch((err) => {
+      if (err instanceof DpopError) throw new OAuthError(400, 'invalid_dpop_proof', err.message)
+      throw err
+    })
+
+  const resolveClient = (clientId: string) =>
+    oauth.clients.resolve(clientId).catch((err) => {
+      if (err instanceof ClientError) throw new OAuthError(400, 'invalid_client', err.message)
+      throw err
+    })
+
+  r.post('/oauth/par', form, handle(async (req, res) => {
+    const p = params(req.body)
+    const client = await resolveClient(need(p, 'client_id'))
+    if (need(p, 'response_type') !== 'code') throw new OAuthError(400, 'unsupported_response_type', 'response_type must be code')
+    const redirectUri = need(p, 'redirect_uri')
+    if (!redirectAllowed(client, redirectUri)) throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
+    const scope = checkScope(need(p, 'scope'), client)
+    const state = need(p, 'state')
+    if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
+    const challenge = need(p, 'code_challenge')
+    if (need(p, 'code_challenge_method') !== 'S256') throw new OAuthError(400, 'invalid_request', 'code_challenge_method must be S256')
+    if (!/^[A-Za-z0-9_-]{43}$/.test(challenge)) throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
+    if (p.response_mode !== undefined && p.response_mode !== 'query') throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
+    if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
+    // DECISIONS.md 9: dpop_jkt parameter or DPoP proof; both must agree; one is required
+    let jkt = p.dpop_jkt
+    if (req.headers.dpop !== undefined) {
+      const proof = await dpopFor(req)
+      if (jkt !== undefined && jkt !== proof.jkt) throw new OAuthError(400, 'invalid_request', 'dpop_jkt does not match the DPoP proof key')
+      jkt = proof.jkt
+    }
+    if (!jkt) throw new OAuthError(400, 'invalid_request', 'dpop_jkt or a DPoP proof is required')
+    if (!/^[A-Za-z0-9_-]{43}$/.test(jkt)) throw new OAuthError(400, 'invalid_request', 'dpop_jkt must be a JWK SHA-256 thumbprint')
+
+    const requestUri = REQUEST_URI_PREFIX + randomId()
+    await db.deleteFrom('oauth_request').where('expires_at', '<', nowIso()).execute()
+    await db
+      .insertInto('oauth_request')
+      .values({
+        request_uri: requestUri,
+        client_id: client.client_id,
+        redirect_uri: redirectUri,
+        scope,
+        state,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+        dpop_jkt: jkt,
+        login_hint: p.login_hint || null,
+        expires_at: later(PAR_TTL_S),
+        created_at: nowIso(),
+      })
+      .execute()
+    res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
+  }))
+
+  const pendingRequest = async (req: Request) => {
+    const requestUri = typeof req.query.request_uri === 'string' ? req.query.request_uri : undefined
+    const row = requestUri
+      ? await db
+          .selectFrom('oauth_request')
+          .selectAll()
+          .where('request_uri', '=', requestUri)
+          .where('expires_at', '>', nowIso())
+          .executeTakeFirst()
+      : undefined
+    if (!row) return undefined
+    if (typeof req.query.client_id === 'string' && req.query.client_id !== row.client_id) return undefined
+    return row
+  }
+  const expired = (res: Response) =>
+    res
+      .status(400)
+      .type('html')
+      .send(messagePage('Sign-in request expired', 'This sign-in request is unknown or has expired. Go back to the application and start again.'))
+
+  const renderPage = async (
+    req: Request,
+    res: Response,
+    row: { client_id: string; scope: string; request_uri: string },
+    csrf: string,
+    extra: { handle?: string; error?: string; status?: number },
+  ) => {
+    let client: ClientMetadata | undefined
+    try {
+      client = await oauth.clients.resolve(row.client_id)
+    } catch {
+      client = undefined
+    }
+    const action = `/oauth/authorize?request_uri=${encodeURIComponent(row.request_uri)}`
+    res
+      .status(extra.status ?? 200)
+      .type('html')
+      .setHeader('Cache-Control', 'no-store')
+      .setHeader('X-Frame-Options', 'DENY')
+      // no form-action: browsers apply it to the redirect to the client after the post
+      .setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+      .send(
+        signInPage({
+          action,
+          csrf,
+          clientName: client?.client_name ?? new URL(row.client_id).host,
+          clientId: row.client_id,
+          scope: row.scope,
+          handle: extra.handle,
+          error: extra.error,
+          serverName: new URL(config.publicUrl).host,
+        }),
+      )
+  }
+
+  r.get('/oauth/authorize', handle(async (req, res) => {
+    const row = await pendingRequest(req)
+    if (!row) return expired(res)
+    const csrf = randomId()
+    res.setHeader('Set-Cookie', csrfCookie(csrf, config.publicUrl))
+    await renderPage(req, res, row, csrf, { handle: row.login_hint ?? undefined })
+  }))
+
+  r.post('/oauth/authorize', form, handle(async (req, res) => {
+    const body = params(req.body)
+    const row = await pendingRequest(req)
+    if (!row) return expired(res)
+    const cookie = readCookie(req.headers.cookie, CSRF_COOKIE)
+    if (!cookie || !body.csrf_token || !sameString(cookie, body.csrf_token)) {
+      return res
+        .status(403)
+        .type('html')
+        .send(messagePage('Form expired', 'This sign-in form is no longer valid. Reload the page and try again.'))
+    }
+    const redirect = new URL(row.redirect_uri)
+    redirect.searchParams.set('state', row.state)
+    redirect.searchParams.set('iss', oauth.issuer)
+
+    if (body.action === 'deny') {
+      await db.deleteFrom('oauth_request').where('request_uri', '=', row.request_uri).execute()
+      redirect.searchParams.set('error', 'access_denied')
+      redirect.searchParams.set('error_description', 'The user denied access')
+      return res.redirect(302, redirect.href)
+    }
+    if (body.action !== 'allow') return renderPage(req, res, row, cookie, { status: 400, error: 'Choose Authorize or Deny.' })
+
+    const handleInput = (body.handle ?? '').trim()
+    const password = body.password ?? ''
+    const retry = (error: string) => renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
+    if (!handleInput || !password || password.length > MAX_PASSWORD_LENGTH) return retry('Wrong handle or password.')
+    const account = await findAccount(db, handleInput)
+    // DECISIONS.md 2: the main password only, never an app password
+    const ok = account?.password_hash
+      ? await verifyPassword(password, account.password_hash)
+      : (await burnPasswordCheck(password), false)
+    if (!account || !ok || account.status === 'deleted') return retry('Wrong handle or password.')
+    if (account.status === 'takendown') return retry('This account has been taken down.')
+
+    const code = randomId(32)
+    // expired and used codes are useless: sweep them as new ones are issued
+    await db.deleteFrom('oauth_code').where('expires_at', '<', nowIso()).execute()
+    const issued = await db.transaction().execute(async (trx) => {
+      // the PAR record is single use: of two concurrent sign-ins one wins
+      const gone = await trx
+        .deleteFrom('oauth_request')
+        .where('request_uri', '=', row.request_uri)
+        .where('expires_at', '>', nowIso())
+        .executeTakeFirst()
+      if (Number(gone.numDeletedRows) !== 1) return false
+      await trx
+        .insertInto('oauth_code')
+        .values({
+          code,
+          did: account.did,
+          client_id: row.client_id,
+          redirect_uri: row.redirect_uri,
+          scope: row.scope,
+          code_challenge: row.code_challenge,
+          dpop_jkt: row.dpop_jkt,
+          used: 0,
+          expires_at: later(CODE_TTL_S),
+          created_at: nowIso(),
+        })
+        .execute()
+      return true
+    })
+    if (!issued) return expired(res)
+    res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
+    redirect.searchParams.set('code', code)
+    res.redirect(302, redirect.href)
+  }))
+
+  r.post('/oauth/token', form, handle(async (req, res) => {
+    const p = params(req.body)
+    const grant = need(p, 'grant_type')
+    if (grant !== 'authorization_code' && grant !== 'refresh_token') {
+      throw new OAuthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token')
+    }
+    // §4.4 step 1 of both grants: the proof, against POST and this URL
+    const proof = await dpopFor(req)
+    const out = grant === 'authorization_code' ? await codeGrant(p, proof.jkt) : await refreshGrant(p, proof.jkt)
+    res.setHeader('Cache-Control', 'no-store')
+    res.json({
+      access_token: out.access,
+      token_type: 'DPoP',
+      expires_in: OAUTH_ACCESS_TTL_S,
+      refresh_token: out.refresh,
+      scope: out.scope,
+      sub: out.sub,
+    })
+  }))
+
+  async function codeGrant(p: Record<string, string | undefined>, jkt: string) {
+    const code = need(p, 'code')
+    const verifier = need(p, 'code_verifier')
+    const redirectUri = need(p, 'redirect_uri')
+    const clientId = need(p, 'client_id')
+    const row = await db.selectFrom('oauth_code').selectAll().where('code', '=', code).executeTakeFirst()
+    if (!row || row.used || row.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+    if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
+    const now = nowIso()
+    // steps 2 to 5 in one transaction (DECISIONS.md 3); a failed check still burns the code
+    const result = await db.transaction().execute(async (trx) => {
+      const marked = await trx
+        .updateTable('oauth_code')
+        .set({ used: 1 })
+        .where('code', '=', code)
+        .where('used', '=', 0)
+        .where('expires_at', '>', now)
+        .executeTakeFirst()
+      if (Number(marked.numUpdatedRows) !== 1) return new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+      if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || pkceChallenge(verifier) !== row.code_challenge) {
+        return new OAuthError(400, 'invalid_grant', 'code_verifier does not match the code_challenge')
+      }
+      if (redirectUri !== row.redirect_uri) return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
+      if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
+      const account = await trx.selectFrom('account').select(['did', 'status']).where('did', '=', row.did).executeTakeFirst()
+      if (!account || account.status === 'takendown' || account.status === 'deleted') {
+        return new OAuthError(400, 'invalid_grant', 'The account is not available')
+      }
+      const pair = await mintOAuthPair(oauth, row.did, row.scope, jkt)
+      await insertOAuthRefresh(trx, pair, row.did, jkt, row.scope, row.client_id)
+      return { ...pair, scope: row.scope, sub: row.did }
+    })
+    if (result instanceof OAuthError) throw result
+    return result
+  }
+
+  async function refreshGrant(p: Record<string, string | undefined>, jkt: string) {
+    const token = need(p, 'refresh_token')
+    const clientId = need(p, 'client_id')
+    const verified = await verifyOAuthToken(oauth, token, 'refresh')
+    if (!verified.ok) throw new OAuthError(400, 'invalid_grant', verified.why === 'expired' ? 'Refresh token expired' : 'Invalid refresh token')
+    const claims = verified.claims
+    if (claims.cnf.jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The refresh token is bound to another DPoP key')
+    const record = await db.selectFrom('refresh_token').selectAll().where('jti', '=', claims.jti).executeTakeFirst()
+    if (!record || record.kind !== 'oauth' || record.did !== claims.sub || record.dpop_jkt !== jkt) {
+      throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
+    }
+    if (record.client_id && record.client_id !== clientId) throw new OAuthError(400, 'invalid_grant', 'client_id does not match the token')
+    const granted = record.scope ?? claims.scope
+    let scope = granted
+    if (p.scope !== undefined) {
+      // never broader than what was granted
+      const have = new Set(granted.split(' '))
+      scope = [...new Set(p.scope.split(' ').filter((s) => have.has(s)))].join(' ')
+      if (!scope.split(' ').includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
+    }
+    const account = await db.selectFrom('account').select(['status']).where('did', '=', claims.sub).executeTakeFirst()
+    if (!account || account.status === 'takendown' || account.status === 'deleted') {
+      throw new OAuthError(400, 'invalid_grant', 'The account is not available')
+    }
+    const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt)
+    // DECISIONS.md 3: conditional delete and insert in one transaction; concurrent uses win once
+    const rotated = await db.transaction().execute(async (trx) => {
+      const gone = await trx.deleteFrom('refresh_token').where('jti', '=', claims.jti).where('kind', '=', 'oauth').executeTakeFirst()
+      if (Number(gone.numDeletedRows) !== 1) return false
+      await insertOAuthRefresh(trx, pair, claims.sub, jkt, scope, record.client_id ?? clientId)
+      return true
+    })
+    if (!rotated) throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
+    return { ...pair, scope, sub: claims.sub }
+  }
+
+  // §4.5: always 200 with an empty body; the JWT is only decoded to find its jti. An access token
+  // ends the grant it was minted with (the official client's signOut revokes its access token).
+  r.post('/oauth/revoke', form, handle(async (req, res) => {
+    const token = typeof req.body?.token === 'string' ? req.body.token : undefined
+    let jti: unknown
+    try {
+      jti = token ? decodeJwt(token).jti : undefined
+    } catch {
+      jti = undefined
+    }
+    if (typeof jti === 'string') {
+      await db
+        .deleteFrom('refresh_token')
+        .where('kind', '=', 'oauth')
+        .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
+        .execute()
+    }
+    res.status(200).end()
+  }))
+
+  r.use(['/oauth/par', '/oauth/token', '/oauth/revoke'], (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    // body-parser failures
+    const e = err as { status?: number; expose?: boolean }
+    if (e && typeof e.status === 'number' && e.expose) {
+      return res.status(400).json({ error: 'invalid_request', error_description: 'Malformed request body' })
+    }
+    next(err)
+  })
+
+  return r
+
+  function handle(fn: (req: Request, res: Response) => Promise<unknown>) {
+    return (req: Request, res: Response, next: NextFunction) => {
+      fn(req, res).catch((err) => {
+        if (err instanceof OAuthError) {
+          res.setHeader('Cache-Control', 'no-store')
+          if (err.error === 'invalid_dpop_proof') res.setHeader('WWW-Authenticate', `DPoP error="invalid_dpop_proof"`)
+          return res.status(err.status).json({ error: err.error, error_description: err.description })
+        }
+        next(err)
+      })
+    }
+  }
+}
+
+async function insertOAuthRefresh(
+  trx: Store,
+  pair: { refreshJti: string; accessJti: string; refreshExpiresAt: string },
+  did: string,
+  jkt: string,
+  scope: string,
+  clientId: string,
+) {
+  await trx
+    .insertInto('refresh_token')
+    .values({
+      jti: pair.refreshJti,
+      did,
+      expires_at: pair.refreshExpiresAt,
+      app_password_name: null,
+      kind: 'oauth',
+      dpop_jkt: jkt,
+      scope,
+      client_id: clientId,
+      access_jti: pair.accessJti,
+      created_at: new Date().toISOString(),
+    })
+    .execute()
+}
+
+/** the form's fields as single strings; a repeated field is a bad request */
+function params(body: unknown): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {}
+  if (!body || typeof body !== 'object') return out
+  for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
+    if (typeof v !== 'string') throw new OAuthError(400, 'invalid_request', `Parameter ${k} must be given once`)
+    out[k] = v
+  }
+  return out
+}
+
+function need(p: Record<string, string | undefined>, name: string): string {
+  const v = p[name]
+  if (!v) throw new OAuthError(400, 'invalid_request', `Missing parameter ${name}`)
+  return v
+}
+
+function checkScope(scope: string, client: ClientMetadata): string {
+  const asked = scope.split(' ').filter(Boolean)
+  const allowed = new Set(client.scope.split(' '))
+  if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
+  for (const s of asked) {
+    if (!SCOPES_SUPPORTED.includes(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    if (!allowed.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
+  }
+  return [...new Set(asked)].join(' ')
+}
+
+// RFC 8252 §7.3: a loopback redirect registered without a port matches any port
+function redirectAllowed(client: ClientMetadata, uri: string): boolean {
+  if (client.redirect_uris.includes(uri)) return true
+  let u: URL
+  try {
+    u = new URL(uri)
+  } catch {
+    return false
+  }
+  if (u.protocol !== 'http:' || (u.hostname !== '127.0.0.1' && u.hostname !== '[::1]')) return false
+  return client.redirect_uris.some((r) => {
+    const reg = new URL(r)
+    if (reg.port || reg.protocol !== 'http:' || reg.hostname !== u.hostname) return false
+    const noPort = new URL(u.href)
+    noPort.port = ''
+    return noPort.href === reg.href
+  })
+}
+
+const pkceChallenge = (verifier: string) => base64url.encode(createHash('sha256').update(verifier).digest())
+
+function sameString(a: string, b: string): boolean {
+  const x = createHash('sha256').update(a).digest()
+  const y = createHash('sha256').update(b).digest()
+  return timingSafeEqual(x, y)
+}
+
+function csrfCookie(value: string, publicUrl: string, maxAge = 600): string {
+  const secure = publicUrl.startsWith('https:') ? '; Secure' : ''
+  return `${CSRF_COOKIE}=${value}; Path=/oauth/authorize; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure}`
+}
+
+function readCookie(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const i = part.indexOf('=')
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || undefined
+  }
+  return undefined
+}
+
