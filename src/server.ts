@@ -13,6 +13,8 @@ import { openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
+import { createMailer } from './mail/index.js'
+import { optionalBodies } from './api/compat.js'
 import { wellKnownRoutes } from './well-known.js'
 
 export const version: string = JSON.parse(
@@ -40,6 +42,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    mailer: createMailer(config.email, logger),
   }
 
   const api = createXrpcServer({
@@ -54,6 +57,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
   app.set('trust proxy', true)
   app.use(requestLog(logger))
   app.use(wellKnownRoutes(services, version))
+  app.use(optionalBodies)
   app.use(api.xrpc.router)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
