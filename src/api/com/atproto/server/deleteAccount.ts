@@ -20,7 +20,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     if (!ok) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
     await db.transaction().execute(async (trx) => {
       const hit = await consumeEmailToken(trx, did, 'delete-account', token)
-      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired')
+      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
       await markDeleted(trx, did)
     })
   })

@@ -17,7 +17,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     const hash = await hashPassword(password)
     await db.transaction().execute(async (trx) => {
       const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
-      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired')
+      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
       await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()
     })
   })

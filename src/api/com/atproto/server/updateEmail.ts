@@ -21,7 +21,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
         let newEmail: string | undefined
         if (token) {
           const hit = await consumeEmailToken(trx, did, 'update-email', token)
-          if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired')
+          if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
           newEmail = hit.new_email ?? undefined
         }
         newEmail ??= checkEmail(email)
