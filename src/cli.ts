@@ -69,7 +69,8 @@ async function main(argv: string[]): Promise<number> {
         const password = values.password ?? randomBytes(12).toString('base64url')
         const created = await createFreshAccount(
           {
-            config,
+            // the operator needs no invite code (one given is still checked and spent)
+            config: { ...config, inviteRequired: false },
             db,
             tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
             rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
