@@ -72,8 +72,16 @@ async function migrate(db: Db, schema?: string) {
   }
   // named explicitly: the migrator looks for its tables across all schemas otherwise, and finds
   // another server's
-  const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
-  if (error) throw error
+  // Kysely's PostgreSQL introspection reads every schema of the database; one dropped meanwhile
+  // (another server sharing the database going away) fails the query with 3F000. Try again.
+  for (let attempt = 1; ; attempt++) {
+    const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
+    if (!error) return
+    const e = error as { code?: string; message?: string }
+    const otherSchemaGone = e.code === '3F000' && !!schema && !e.message?.includes(`"${schema}"`)
+    if (!otherSchemaGone || attempt >= 5) throw error
+    await new Promise((r) => setTimeout(r, 20 * attempt))
+  }
 }
 
 /** true when `err` is a unique-constraint violation on either dialect */
