@@ -6,6 +6,7 @@ import type { Logger } from './logger.js'
 import type { TokenKeys } from './auth/session-tokens.js'
 import type { Firehose } from './sequencer/firehose.js'
 import type { OAuthServices } from './oauth/index.js'
+import type { Mailer } from './mail/index.js'
 
 export type Services = {
   config: Config
@@ -17,4 +18,6 @@ export type Services = {
   firehose: Firehose
   /** OAuth signing key, issuer, DPoP replay store and client resolver (part 2) */
   oauth: OAuthServices
+  /** outgoing email, backend chosen at start (part 1 §2.6) */
+  mailer: Mailer
 }

@@ -25,6 +25,8 @@ const named = {
   InvalidCar: 400,
   RepoNotEmpty: 400,
   InvalidSwap: 400,
+  TokenRequired: 400,
+  AccountNotFound: 400,
   // authentication
   AuthMissing: 401,
   InvalidToken: 401,
@@ -40,9 +42,11 @@ const named = {
   RecordNotFound: 404,
   BlobNotFound: 404,
   RepoNotFound: 404,
+  NotFound: 404,
   // others
   PayloadTooLarge: 413,
   RateLimitExceeded: 429,
+  UpstreamFailure: 502,
   MethodNotImplemented: 501,
 } as const
 

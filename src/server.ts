@@ -14,6 +14,8 @@ import { openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
+import { createMailer } from './mail/index.js'
+import { optionalBodies } from './api/compat.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { createOAuthServices } from './oauth/index.js'
@@ -59,6 +61,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
     oauth: await createOAuthServices(config),
+    mailer: createMailer(config.email, logger),
   }
 
   const api = createXrpcServer({
@@ -74,6 +77,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(requestLog(logger))
   app.use(wellKnownRoutes(services, version))
   app.use(oauthRoutes(services))
+  app.use(optionalBodies)
   app.use(api.xrpc.router)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })

@@ -18,6 +18,7 @@ describe('store migrations', () => {
     const tables = await db.introspection.getTables()
     const names = tables.map((t) => t.name)
     for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
+    for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
     const account = tables.find((t) => t.name === 'account')!
     expect(account.columns.map((c) => c.name)).toEqual(
       expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state']),
@@ -26,9 +27,10 @@ describe('store migrations', () => {
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
-    const names2 = applied.rows.map((r) => r.name)
-    expect(names2).toEqual(expect.arrayContaining(['001-init', '004-oauth']))
-    expect(new Set(names2).size).toBe(names2.length) // each applied once, not again on reopen
+    // each applied once (other migrations sit between these)
+    const appliedNames = applied.rows.map((r) => r.name)
+    expect(appliedNames).toEqual(expect.arrayContaining(['001-init', '002-accounts', '004-oauth']))
+    expect(new Set(appliedNames).size).toBe(appliedNames.length)
     await again.destroy()
   })
 

@@ -11,6 +11,7 @@ import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, checkServiceHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
+import { useInviteCode } from './invites.js'
 
 export type FreshAccountInput = {
   handle: string
@@ -31,7 +32,8 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   if (input.password.length > MAX_PASSWORD_LENGTH) {
     throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
   }
-  if (config.inviteRequired) throw xrpcError('InvalidInviteCode', 'Invite codes are required and none are valid')
+  const inviteCode = input.inviteCode?.trim()
+  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
   if (input.recoveryKey) {
     try {
       parseDidKey(input.recoveryKey)
@@ -59,6 +61,8 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
 
   try {
     await db.transaction().execute(async (trx) => {
+      // a code given is honoured (and spent) even where none is required, as the reference PDS does
+      if (inviteCode) await useInviteCode(trx, inviteCode, did)
       await trx
         .insertInto('account')
         .values({

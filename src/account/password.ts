@@ -38,3 +38,27 @@ export async function burnPasswordCheck(password: string): Promise<void> {
   dummy ??= hashPassword(randomBytes(16).toString('hex'))
   await verifyPassword(password, await dummy)
 }
+
+// App passwords (part 1 §2.4): server-generated random secrets, so they need no per-secret salt
+// against guessing. Every app password of an account shares the account's salt: a login hashes
+// the candidate once and compares that one result against every stored hash.
+export const newAppPasswordSalt = () => randomBytes(SALT_LEN).toString('base64')
+
+export function hashAppPassword(password: string, salt: string): Promise<string> {
+  return hashPassword(password, Buffer.from(salt, 'base64'))
+}
+
+/** the index of the stored hash `password` matches, or -1; costs one scrypt whatever the count */
+export async function matchAppPassword(password: string, salt: string, stored: string[]): Promise<number> {
+  const candidate = (await hashAppPassword(password, salt)).split(':')
+  const got = Buffer.from(candidate[5], 'base64')
+  let found = -1
+  stored.forEach((h, i) => {
+    const parts = h.split(':')
+    // a hash made at another cost (or salt) cannot match this candidate
+    if (parts.slice(0, 5).join(':') !== candidate.slice(0, 5).join(':')) return
+    const want = Buffer.from(parts[5], 'base64')
+    if (want.length === got.length && timingSafeEqual(want, got) && found < 0) found = i
+  })
+  return found
+}

@@ -1,10 +1,10 @@
 // Account rows and the session records that hang off them.
-import type { Kysely, Transaction } from 'kysely'
+import type { Kysely, Selectable, Transaction } from 'kysely'
 import type { AccountTable, Schema } from '../db/index.js'
 import { latestOp, pdsEndpoint, renderDidDoc, type DidDocument } from '../identity/plc.js'
 
 export type Store = Kysely<Schema> | Transaction<Schema>
-export type AccountRow = AccountTable
+export type AccountRow = Selectable<AccountTable>
 
 export function getAccount(db: Store, did: string): Promise<AccountRow | undefined> {
   return db.selectFrom('account').selectAll().where('did', '=', did).executeTakeFirst()

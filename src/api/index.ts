@@ -12,6 +12,32 @@ import getServiceAuth from './com/atproto/server/getServiceAuth.js'
 import getSession from './com/atproto/server/getSession.js'
 import refreshSession from './com/atproto/server/refreshSession.js'
 import subscribeRepos from './com/atproto/sync/subscribeRepos.js'
+import createAppPassword from './com/atproto/server/createAppPassword.js'
+import listAppPasswords from './com/atproto/server/listAppPasswords.js'
+import revokeAppPassword from './com/atproto/server/revokeAppPassword.js'
+import requestEmailConfirmation from './com/atproto/server/requestEmailConfirmation.js'
+import confirmEmail from './com/atproto/server/confirmEmail.js'
+import requestEmailUpdate from './com/atproto/server/requestEmailUpdate.js'
+import updateEmail from './com/atproto/server/updateEmail.js'
+import requestPasswordReset from './com/atproto/server/requestPasswordReset.js'
+import resetPassword from './com/atproto/server/resetPassword.js'
+import checkAccountStatus from './com/atproto/server/checkAccountStatus.js'
+import deactivateAccount from './com/atproto/server/deactivateAccount.js'
+import activateAccount from './com/atproto/server/activateAccount.js'
+import requestAccountDelete from './com/atproto/server/requestAccountDelete.js'
+import deleteAccount from './com/atproto/server/deleteAccount.js'
+import createInviteCode from './com/atproto/server/createInviteCode.js'
+import createInviteCodes from './com/atproto/server/createInviteCodes.js'
+import getAccountInviteCodes from './com/atproto/server/getAccountInviteCodes.js'
+import adminUpdateSubjectStatus from './com/atproto/admin/updateSubjectStatus.js'
+import adminGetSubjectStatus from './com/atproto/admin/getSubjectStatus.js'
+import adminGetAccountInfo from './com/atproto/admin/getAccountInfo.js'
+import adminGetAccountInfos from './com/atproto/admin/getAccountInfos.js'
+import adminSendEmail from './com/atproto/admin/sendEmail.js'
+import adminDisableAccountInvites from './com/atproto/admin/disableAccountInvites.js'
+import adminEnableAccountInvites from './com/atproto/admin/enableAccountInvites.js'
+import adminUpdateAccountPassword from './com/atproto/admin/updateAccountPassword.js'
+import adminDeleteAccount from './com/atproto/admin/deleteAccount.js'
 
 const handlers: ((api: Server, s: Services) => void)[] = [
   createAccount,
@@ -23,6 +49,33 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   refreshSession,
   resolveHandle,
   subscribeRepos,
+  // accounts: app passwords, email flows, lifecycle, invites, admin
+  createAppPassword,
+  listAppPasswords,
+  revokeAppPassword,
+  requestEmailConfirmation,
+  confirmEmail,
+  requestEmailUpdate,
+  updateEmail,
+  requestPasswordReset,
+  resetPassword,
+  checkAccountStatus,
+  deactivateAccount,
+  activateAccount,
+  requestAccountDelete,
+  deleteAccount,
+  createInviteCode,
+  createInviteCodes,
+  getAccountInviteCodes,
+  adminUpdateSubjectStatus,
+  adminGetSubjectStatus,
+  adminGetAccountInfo,
+  adminGetAccountInfos,
+  adminSendEmail,
+  adminDisableAccountInvites,
+  adminEnableAccountInvites,
+  adminUpdateAccountPassword,
+  adminDeleteAccount,
 ]
 
 /** mounts the handlers and returns the method ids they registered */

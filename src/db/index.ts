@@ -9,6 +9,7 @@ import pg from 'pg'
 import type { Config } from '../config.js'
 import type { Schema } from './schema.js'
 import * as m001 from './migrations/001-init.js'
+import * as m002 from './migrations/002-accounts.js'
 import * as m004 from './migrations/004-oauth.js'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -17,6 +18,7 @@ export type * from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,
+  '002-accounts': m002,
   '004-oauth': m004,
 }
 
@@ -72,8 +74,16 @@ async function migrate(db: Db, schema?: string) {
   }
   // named explicitly: the migrator looks for its tables across all schemas otherwise, and finds
   // another server's
-  const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
-  if (error) throw error
+  // Kysely's PostgreSQL introspection reads every schema of the database; one dropped meanwhile
+  // (another server sharing the database going away) fails the query with 3F000. Try again.
+  for (let attempt = 1; ; attempt++) {
+    const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
+    if (!error) return
+    const e = error as { code?: string; message?: string }
+    const otherSchemaGone = e.code === '3F000' && !!schema && !e.message?.includes(`"${schema}"`)
+    if (!otherSchemaGone || attempt >= 5) throw error
+    await new Promise((r) => setTimeout(r, 20 * attempt))
+  }
 }
 
 /** the dialect behind a store or a transaction on it */

@@ -17,6 +17,9 @@ export interface AccountTable {
   status_changed_at: string | null
   takedown_ref: string | null
   invites_disabled: number
+  /** base64 scrypt salt shared by the account's app passwords (null until the first one) */
+  app_password_salt: Generated<string | null>
+  invite_note: Generated<string | null>
 }
 
 export interface RefreshTokenTable {
@@ -83,6 +86,46 @@ export interface OAuthCodeTable {
   created_at: string
 }
 
+export interface AppPasswordTable {
+  did: string
+  name: string
+  password_hash: string
+  privileged: number
+  created_at: string
+}
+
+export type EmailTokenPurpose =
+  | 'confirm-email'
+  | 'update-email'
+  | 'reset-password'
+  | 'delete-account'
+  | 'plc-operation-signature'
+
+export interface EmailTokenTable {
+  did: string
+  purpose: EmailTokenPurpose
+  token: string
+  new_email: string | null
+  expires_at: string
+  created_at: string
+}
+
+export interface InviteCodeTable {
+  code: string
+  use_count: number
+  remaining: number
+  disabled: number
+  for_account: string
+  created_by: string
+  created_at: string
+}
+
+export interface InviteCodeUseTable {
+  code: string
+  used_by: string
+  used_at: string
+}
+
 export interface Schema {
   account: AccountTable
   refresh_token: RefreshTokenTable
@@ -91,4 +134,8 @@ export interface Schema {
   event: EventTable
   oauth_request: OAuthRequestTable
   oauth_code: OAuthCodeTable
+  app_password: AppPasswordTable
+  email_token: EmailTokenTable
+  invite_code: InviteCodeTable
+  invite_code_use: InviteCodeUseTable
 }

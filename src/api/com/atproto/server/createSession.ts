@@ -1,11 +1,13 @@
 // com.atproto.server.createSession: identifier (handle, email or DID) and password. Unknown
-// identifier and wrong password are the same 401 at the same cost (part 1 §4.1 rule 2).
+// identifier and wrong password are the same 401 at the same cost (part 1 §4.1 rule 2): the main
+// password, then the app passwords (one more hash), or two burnt hashes for an unknown identifier.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../../../../account/password.js'
 import { findAccount, sessionView, storeRefreshRecord } from '../../../../account/store.js'
 import { mintPair } from '../../../../auth/session-tokens.js'
+import { matchLogin } from '../../../../account/app-passwords.js'
 
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
   api.com.atproto.server.createSession(async ({ input }) => {
@@ -13,17 +15,29 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
     // DECISIONS.md 5: bounds the cost of a request before any hashing
     if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
     const account = await findAccount(db, identifier)
-    const ok = account?.password_hash
+    let ok = account?.password_hash
       ? await verifyPassword(password, account.password_hash)
       : (await burnPasswordCheck(password), false)
+    // part 1 §4.1 rule 1: then the app passwords, at the cost of one more hash in all
+    let appPassword: { name: string; privileged: boolean } | undefined
+    if (!ok) {
+      if (account) appPassword = await matchLogin(db, account, password)
+      else await burnPasswordCheck(password)
+      ok = !!appPassword
+    }
     // DECISIONS.md 5: deleted answers like an unknown identifier; takendown has its own name
     if (!account || !ok || account.status === 'deleted') {
       throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
     }
     if (account.status === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
 
-    const tokens = await mintPair(tokenKeys, account.did)
-    await storeRefreshRecord(db, { jti: tokens.refreshJti, did: account.did, expiresAt: tokens.refreshExpiresAt })
+    const tokens = await mintPair(tokenKeys, account.did, appPassword)
+    await storeRefreshRecord(db, {
+      jti: tokens.refreshJti,
+      did: account.did,
+      expiresAt: tokens.refreshExpiresAt,
+      appPasswordName: appPassword?.name ?? null,
+    })
     return {
       encoding: 'application/json',
       body: {

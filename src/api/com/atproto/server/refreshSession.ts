@@ -7,6 +7,7 @@ import { xrpcError } from '../../../../errors.js'
 import type { RefreshAuth } from '../../../../auth/verifier.js'
 import { sessionView, storeRefreshRecord, takeRefreshRecord } from '../../../../account/store.js'
 import { mintPair } from '../../../../auth/session-tokens.js'
+import { appPasswordClaim } from '../../../../account/app-passwords.js'
 
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
   api.com.atproto.server.refreshSession<RefreshAuth>(async ({ auth }) => {
@@ -14,7 +15,8 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
     const tokens = await db.transaction().execute(async (trx) => {
       const taken = await takeRefreshRecord(trx, jti)
       if (!taken) throw xrpcError('ExpiredToken', 'Token has been revoked')
-      // the app password name stays with the session through every rotation (part 1 §2.3)
+      // the app password name stays with the session through every rotation (part 1 §2.3); one
+      // revoked since keeps its session but counts as not privileged
       const apw = taken.app_password_name ? await appPasswordClaim(trx, account.did, taken.app_password_name) : undefined
       const pair = await mintPair(tokenKeys, account.did, apw)
       await storeRefreshRecord(trx, {
@@ -34,9 +36,3 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
       },
     }
   })
-
-// Until app passwords exist every session is a main-password session; a named one that is
-// refreshed keeps its name and counts as unprivileged.
-async function appPasswordClaim(_db: unknown, _did: string, name: string) {
-  return { name, privileged: false }
-}

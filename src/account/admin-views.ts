@@ -1,0 +1,34 @@
+// What the admin API shows of an account (com.atproto.admin.defs#accountView).
+import { inviteCodeViews, invitedBy } from './invites.js'
+import type { AccountRow, Store } from './store.js'
+import { xrpcError } from '../errors.js'
+
+export async function accountByDid(db: Store, did: string): Promise<AccountRow> {
+  const account = await db.selectFrom('account').selectAll().where('did', '=', did).executeTakeFirst()
+  if (!account) throw xrpcError('NotFound', 'Account not found')
+  return account
+}
+
+export async function accountView(db: Store, a: AccountRow) {
+  const invitedWith = await invitedBy(db, a.did)
+  return {
+    did: a.did,
+    handle: a.handle,
+    ...(a.email ? { email: a.email } : {}),
+    indexedAt: a.created_at,
+    ...(invitedWith ? { invitedBy: invitedWith } : {}),
+    invites: await inviteCodeViews(db, { forAccount: a.did }),
+    invitesDisabled: !!a.invites_disabled,
+    ...(a.email_confirmed_at ? { emailConfirmedAt: a.email_confirmed_at } : {}),
+    ...(a.invite_note ? { inviteNote: a.invite_note } : {}),
+    ...(a.status === 'deactivated' && a.status_changed_at ? { deactivatedAt: a.status_changed_at } : {}),
+  }
+}
+
+export function subjectStatus(a: AccountRow) {
+  return {
+    subject: { $type: 'com.atproto.admin.defs#repoRef', did: a.did },
+    takedown: { applied: a.status === 'takendown', ...(a.takedown_ref ? { ref: a.takedown_ref } : {}) },
+    deactivated: { applied: a.status === 'deactivated' },
+  }
+}

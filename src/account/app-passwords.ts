@@ -1,0 +1,92 @@
+// App passwords (part 1 §2.4, §4.2): server-generated `xxxx-xxxx-xxxx-xxxx` secrets, returned once,
+// stored only as a hash under the account's shared app-password salt.
+import { randomInt } from 'node:crypto'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { hashAppPassword, matchAppPassword, newAppPasswordSalt } from './password.js'
+import type { Store } from './store.js'
+
+export const APP_PASSWORD_NAME = /^[a-zA-Z0-9._-]{4,32}$/
+// a-z without l and o, digits 2-9: 32 symbols, none easily mistaken for another
+const ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789'
+
+/** randomInt draws without modulo bias */
+export function generateAppPassword(): string {
+  const group = () => Array.from({ length: 4 }, () => ALPHABET[randomInt(ALPHABET.length)]).join('')
+  return [group(), group(), group(), group()].join('-')
+}
+
+export type AppPasswordView = { name: string; createdAt: string; privileged: boolean }
+
+async function accountSalt(db: Store, did: string): Promise<string> {
+  // set once, by whichever request gets there first; everyone then reads the same value
+  await db
+    .updateTable('account')
+    .set({ app_password_salt: newAppPasswordSalt() })
+    .where('did', '=', did)
+    .where('app_password_salt', 'is', null)
+    .execute()
+  const row = await db.selectFrom('account').select('app_password_salt').where('did', '=', did).executeTakeFirstOrThrow()
+  return row.app_password_salt!
+}
+
+export async function createAppPassword(db: Store, did: string, name: string, privileged: boolean) {
+  if (!APP_PASSWORD_NAME.test(name)) {
+    throw xrpcError('InvalidRequest', 'App password names are 4 to 32 characters of a-z A-Z 0-9 . _ -')
+  }
+  const password = generateAppPassword()
+  const hash = await hashAppPassword(password, await accountSalt(db, did))
+  const createdAt = new Date().toISOString()
+  try {
+    await db
+      .insertInto('app_password')
+      .values({ did, name, password_hash: hash, privileged: privileged ? 1 : 0, created_at: createdAt })
+      .execute()
+  } catch (err) {
+    if (isUniqueViolation(err)) throw xrpcError('AppPasswordNameExists', 'An app password with this name already exists')
+    throw err
+  }
+  return { name, password, createdAt, privileged }
+}
+
+export async function listAppPasswords(db: Store, did: string): Promise<AppPasswordView[]> {
+  const rows = await db
+    .selectFrom('app_password')
+    .select(['name', 'created_at', 'privileged'])
+    .where('did', '=', did)
+    .orderBy('created_at', 'desc')
+    .execute()
+  return rows.map((r) => ({ name: r.name, createdAt: r.created_at, privileged: !!r.privileged }))
+}
+
+/** idempotent; refresh records minted under the name are left alone (part 1 §3) */
+export async function revokeAppPassword(db: Store, did: string, name: string) {
+  await db.deleteFrom('app_password').where('did', '=', did).where('name', '=', name).execute()
+}
+
+/** the app password `password` is, for login; one scrypt whatever the number stored */
+export async function matchLogin(
+  db: Store,
+  account: { did: string; app_password_salt: string | null },
+  password: string,
+): Promise<{ name: string; privileged: boolean } | undefined> {
+  const rows = await db
+    .selectFrom('app_password')
+    .select(['name', 'password_hash', 'privileged'])
+    .where('did', '=', account.did)
+    .execute()
+  // no salt yet means no app password: hash anyway, so the answer costs the same
+  const i = await matchAppPassword(password, account.app_password_salt ?? newAppPasswordSalt(), rows.map((r) => r.password_hash))
+  return i < 0 ? undefined : { name: rows[i].name, privileged: !!rows[i].privileged }
+}
+
+/** the claim a refreshed session carries: a revoked app password counts as not privileged */
+export async function appPasswordClaim(db: Store, did: string, name: string) {
+  const row = await db
+    .selectFrom('app_password')
+    .select('privileged')
+    .where('did', '=', did)
+    .where('name', '=', name)
+    .executeTakeFirst()
+  return { name, privileged: !!row?.privileged }
+}

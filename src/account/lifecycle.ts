@@ -1,0 +1,60 @@
+// Account status transitions (part 1 §3, §6) and their `#account` / `#tombstone` events, each in
+// the transaction of the change. Updates are conditional on the status they leave, so a
+// transition that lost a race does nothing and emits nothing.
+import type { Db } from '../db/index.js'
+import type { AccountStatus } from '../db/index.js'
+import { accountEvent, tombstoneEvent } from '../sequencer/index.js'
+import type { Store } from './store.js'
+
+async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
+  const res = await trx
+    .updateTable('account')
+    .set({ status: to, status_changed_at: new Date().toISOString(), ...extra })
+    .where('did', '=', did)
+    .where('status', 'in', from)
+    .executeTakeFirst()
+  return Number(res.numUpdatedRows) > 0
+}
+
+/** active → deactivated; refresh tokens stay valid */
+export const deactivate = (db: Db, did: string) =>
+  db.transaction().execute(async (trx) => {
+    const changed = await transition(trx, did, ['active'], 'deactivated')
+    if (changed) await accountEvent(trx, did, 'deactivated')
+    return changed
+  })
+
+/** deactivated → active; an active account is left alone (no event) */
+export const activate = (db: Db, did: string) =>
+  db.transaction().execute(async (trx) => {
+    const changed = await transition(trx, did, ['deactivated'], 'active')
+    if (changed) await accountEvent(trx, did, 'active')
+    return changed
+  })
+
+/** → deleted, record kept, refresh tokens kept; `#account` then `#tombstone` (call inside a transaction) */
+export async function markDeleted(trx: Store, did: string) {
+  const changed = await transition(trx, did, ['active', 'deactivated', 'takendown'], 'deleted')
+  if (changed) {
+    await accountEvent(trx, did, 'deleted')
+    await tombstoneEvent(trx, did)
+  }
+  return changed
+}
+
+/** administrative takedown of an active or deactivated account */
+export const takedown = (db: Db, did: string, ref: string | null) =>
+  db.transaction().execute(async (trx) => {
+    const changed = await transition(trx, did, ['active', 'deactivated'], 'takendown', { takedown_ref: ref })
+    if (changed) await accountEvent(trx, did, 'takendown')
+    else await trx.updateTable('account').set({ takedown_ref: ref }).where('did', '=', did).where('status', '=', 'takendown').execute()
+    return changed
+  })
+
+/** lifts a takedown: takendown → active */
+export const restore = (db: Db, did: string) =>
+  db.transaction().execute(async (trx) => {
+    const changed = await transition(trx, did, ['takendown'], 'active', { takedown_ref: null })
+    if (changed) await accountEvent(trx, did, 'active')
+    return changed
+  })

@@ -1,0 +1,18 @@
+// com.atproto.admin.updateAccountPassword: sets the main password; sessions stay valid, as after a reset.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AdminAuth } from '../../../../auth/verifier.js'
+import { xrpcError } from '../../../../errors.js'
+import { accountByDid } from '../../../../account/admin-views.js'
+import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.admin.updateAccountPassword<AdminAuth>(async ({ input }) => {
+    const { did, password } = input.body
+    if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH) {
+      throw xrpcError('InvalidPassword', `Passwords are 8 to ${MAX_PASSWORD_LENGTH} characters`)
+    }
+    await accountByDid(db, did)
+    const hash = await hashPassword(password)
+    await db.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
+  })

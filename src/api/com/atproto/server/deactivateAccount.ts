@@ -1,0 +1,11 @@
+// com.atproto.server.deactivateAccount: active → deactivated with an `#account` event; refresh
+// tokens stay valid. `deleteAfter` is accepted and ignored (part 1 §4.5).
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { deactivate } from '../../../../account/lifecycle.js'
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.server.deactivateAccount<AccessAuth>(async ({ auth }) => {
+    await deactivate(db, auth.credentials.did)
+  })

@@ -1,0 +1,26 @@
+// com.atproto.server.deleteAccount: all four proofs (part 1 §4.5 rule 3), errors per DECISIONS.md
+// 18 in this order: `did` mismatch 400 InvalidRequest, wrong MAIN password 401
+// AuthenticationRequired, bad or expired token 400 InvalidToken. The record is kept with status
+// deleted; `#account` then `#tombstone`; refresh tokens are not revoked.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { xrpcError } from '../../../../errors.js'
+import { MAX_PASSWORD_LENGTH, verifyPassword } from '../../../../account/password.js'
+import { consumeEmailToken } from '../../../../account/email-tokens.js'
+import { markDeleted } from '../../../../account/lifecycle.js'
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.server.deleteAccount<AccessAuth>(async ({ auth, input }) => {
+    const { account } = auth.credentials
+    const { did, password, token } = input.body
+    if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')
+    const ok =
+      password.length <= MAX_PASSWORD_LENGTH && !!account.password_hash && (await verifyPassword(password, account.password_hash))
+    if (!ok) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
+    await db.transaction().execute(async (trx) => {
+      const hit = await consumeEmailToken(trx, did, 'delete-account', token)
+      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
+      await markDeleted(trx, did)
+    })
+  })

@@ -1,0 +1,28 @@
+// com.atproto.server.requestEmailUpdate, both flows of DECISIONS.md 6. With `email`: the spec's
+// flow, the token carries the new address and goes to it. Without: the official flow, a token to
+// the current address when it is confirmed (`tokenRequired`), nothing otherwise.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { xrpcError } from '../../../../errors.js'
+import { checkEmail } from '../../../../account/handles.js'
+import { issueEmailToken } from '../../../../account/email-tokens.js'
+import { deliver } from '../../../../mail/index.js'
+import { updateEmailMail } from '../../../../mail/templates.js'
+
+export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
+  api.com.atproto.server.requestEmailUpdate<AccessAuth>(async ({ auth, input }) => {
+    const { did, handle, email, email_confirmed_at } = auth.credentials.account
+    const wanted = input.body?.email
+    if (wanted !== undefined) {
+      const newEmail = checkEmail(wanted)
+      const token = await issueEmailToken(db, did, 'update-email', { newEmail })
+      await deliver(mailer, { to: newEmail, ...updateEmailMail(token, handle, newEmail) })
+      return { encoding: 'application/json', body: { tokenRequired: true } }
+    }
+    if (!email_confirmed_at) return { encoding: 'application/json', body: { tokenRequired: false } }
+    if (!email) throw xrpcError('InvalidRequest', 'This account has no email address')
+    const token = await issueEmailToken(db, did, 'update-email')
+    await deliver(mailer, { to: email, ...updateEmailMail(token, handle) })
+    return { encoding: 'application/json', body: { tokenRequired: true } }
+  })

@@ -1,0 +1,23 @@
+// com.atproto.server.resetPassword: the reset-password token is looked up by purpose and value,
+// without the DID; a miss or expiry is 400 InvalidToken. Sessions stay valid (part 1 §4.4 rule 3).
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import { xrpcError } from '../../../../errors.js'
+import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
+import { consumeEmailTokenByValue } from '../../../../account/email-tokens.js'
+
+export const MIN_PASSWORD_LENGTH = 8
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.server.resetPassword(async ({ input }) => {
+    const { token, password } = input.body
+    // checked first, so a too-short password does not burn the token
+    if (password.length < MIN_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
+    if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at most ${MAX_PASSWORD_LENGTH} characters`)
+    const hash = await hashPassword(password)
+    await db.transaction().execute(async (trx) => {
+      const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
+      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
+      await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()
+    })
+  })

@@ -1,0 +1,67 @@
+// Outgoing email (part 1 §2.6): one send function, its backend chosen once at start.
+// console: a structured log line with the body between two divider lines (DECISIONS.md 21: tokens
+// included, for development). http-json: a POST of the message as JSON with a bearer token, aborted
+// after the configured timeout; a 4xx/5xx or network error is logged (never the body) and fails.
+import { request } from 'undici'
+import type { Config } from '../config.js'
+import type { Logger } from '../logger.js'
+import { xrpcError } from '../errors.js'
+
+export type Mail = { to: string; subject: string; text: string; replyTo?: string }
+export type Mailer = { send(mail: Mail): Promise<void> }
+
+export class MailDeliveryError extends Error {}
+
+const DIVIDER = '-'.repeat(60)
+
+export function createMailer(config: Config['email'], logger: Logger): Mailer {
+  if (config.backend === 'console') {
+    return {
+      async send(mail) {
+        logger.info(
+          { mail: { from: config.from, to: mail.to, subject: mail.subject, body: `${DIVIDER}\n${mail.text}\n${DIVIDER}` } },
+          'email (console backend, not sent)',
+        )
+      },
+    }
+  }
+  const { url, token, from, flavor, timeoutMs } = config
+  return {
+    async send(mail) {
+      const replyTo = mail.replyTo ?? from
+      const body =
+        flavor === 'postmark'
+          ? { From: from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ReplyTo: replyTo }
+          : { from, to: mail.to, subject: mail.subject, text: mail.text, replyTo }
+      let status: number
+      try {
+        const res = await request(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(timeoutMs),
+        })
+        status = res.statusCode
+        await res.body.dump()
+      } catch (err) {
+        const reason = (err as Error)?.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : String((err as Error)?.message ?? err)
+        logger.error({ subject: mail.subject, reason }, 'email delivery failed')
+        throw new MailDeliveryError(`email delivery failed: ${reason}`)
+      }
+      if (status >= 400) {
+        logger.error({ subject: mail.subject, status }, 'email delivery failed')
+        throw new MailDeliveryError(`email delivery failed: endpoint answered ${status}`)
+      }
+    },
+  }
+}
+
+/** sends, turning a delivery failure into the call's error (part 1 §2.5 rule 2: the token stays) */
+export async function deliver(mailer: Mailer, mail: Mail): Promise<void> {
+  try {
+    await mailer.send(mail)
+  } catch (err) {
+    if (err instanceof MailDeliveryError) throw xrpcError('UpstreamFailure', 'The email could not be sent; try again later')
+    throw err
+  }
+}

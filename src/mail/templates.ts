@@ -1,0 +1,50 @@
+// Plain-text messages, one per purpose: what the mail is for, the token on its own line, and what
+// to do with it.
+import type { Mail } from './index.js'
+
+type Message = Pick<Mail, 'subject' | 'text'>
+
+const footer = (hours: string) =>
+  `\n\nThe code works once and expires in ${hours}. If you did not ask for it, ignore this message.\n`
+
+export function confirmEmailMail(token: string, handle: string): Message {
+  return {
+    subject: 'Confirm your email address',
+    text: `Hello @${handle},\n\nTo confirm this email address for your account, enter this code in your app:\n\n${token}` + footer('24 hours'),
+  }
+}
+
+export function updateEmailMail(token: string, handle: string, newEmail?: string): Message {
+  const what = newEmail
+    ? `To make ${newEmail} the email address of your account, enter this code in your app:`
+    : 'To change the email address of your account, enter this code in your app together with the new address:'
+  return {
+    subject: 'Confirm your email address change',
+    text: `Hello @${handle},\n\n${what}\n\n${token}` + footer('24 hours'),
+  }
+}
+
+export function resetPasswordMail(token: string, handle: string): Message {
+  return {
+    subject: 'Reset your password',
+    text: `Hello @${handle},\n\nTo choose a new password for your account, enter this reset code in your app:\n\n${token}` + footer('1 hour'),
+  }
+}
+
+export function deleteAccountMail(token: string, handle: string): Message {
+  return {
+    subject: 'Confirm the deletion of your account',
+    text:
+      `Hello @${handle},\n\nTo delete your account permanently, enter this code in your app together with your password:\n\n${token}` +
+      footer('1 hour'),
+  }
+}
+
+export function plcOperationMail(token: string, handle: string): Message {
+  return {
+    subject: 'Confirm a change to your identity',
+    text:
+      `Hello @${handle},\n\nTo sign a change to your account's identity (DID) document, enter this code in your app:\n\n${token}` +
+      footer('15 minutes'),
+  }
+}
