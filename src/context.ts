@@ -4,6 +4,7 @@ import type { Config } from './config.js'
 import type { Db } from './db/index.js'
 import type { Logger } from './logger.js'
 import type { TokenKeys } from './auth/session-tokens.js'
+import type { BlobStore } from './repo/blobstore.js'
 
 export type Services = {
   config: Config
@@ -12,4 +13,5 @@ export type Services = {
   tokenKeys: TokenKeys
   /** the server's PLC rotation key (PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX) */
   rotationKey: Keypair
+  blobstore: BlobStore
 }

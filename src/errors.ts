@@ -25,6 +25,11 @@ const named = {
   InvalidCar: 400,
   RepoNotEmpty: 400,
   InvalidSwap: 400,
+  BlockNotFound: 400,
+  RepoDeactivated: 400,
+  RepoTakendown: 400,
+  RepoSuspended: 400,
+  DidDeactivated: 400,
   // authentication
   AuthMissing: 401,
   InvalidToken: 401,
@@ -40,9 +45,12 @@ const named = {
   RecordNotFound: 404,
   BlobNotFound: 404,
   RepoNotFound: 404,
+  DidNotFound: 404,
   // others
   PayloadTooLarge: 413,
   RateLimitExceeded: 429,
+  // a service we depend on (the PLC directory) refused or failed
+  UpstreamFailure: 502,
   MethodNotImplemented: 501,
 } as const
 

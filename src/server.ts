@@ -14,6 +14,8 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { wellKnownRoutes } from './well-known.js'
+import { DiskBlobStore } from './repo/blobstore.js'
+import { collectBlobs } from './repo/blobs.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -40,6 +42,7 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    blobstore: new DiskBlobStore(config.blobDir),
   }
 
   const api = createXrpcServer({
@@ -72,13 +75,22 @@ export async function startPds(config: Config, opts: { logger?: Logger } = {}): 
   const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
   logger.info({ port, publicUrl: config.publicUrl, db: config.db.kind }, 'pds listening')
 
+  // unreferenced uploads past their grace period (DECISIONS.md 15)
+  const gc = setInterval(() => {
+    collectBlobs(services).catch((err) => logger.warn({ err }, 'blob collection failed'))
+  }, 10 * 60 * 1000)
+  gc.unref()
+
   let closing: Promise<void> | undefined
   return {
     services,
     methods,
     port,
     url: `http://${host}:${port}`,
-    close: () => (closing ??= shutdown(http, services)),
+    close: () => {
+      clearInterval(gc)
+      return (closing ??= shutdown(http, services))
+    },
   }
 }
 

@@ -12,6 +12,7 @@ import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, checkServiceHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { createEmptyRepo } from '../repo/writer.js'
+import { publishOp } from '../identity/directory.js'
 
 export type FreshAccountInput = {
   handle: string
@@ -89,6 +90,8 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
       await identityEvent(trx, did, handle)
       await accountEvent(trx, did, 'active')
       await createEmptyRepo(trx, did, signingKey)
+      // last, so a refusal rolls everything back and nothing local outlives it
+      if (config.plcUrl) await publishOp(config.plcUrl, did, signed)
     })
   } catch (err) {
     if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
