@@ -18,6 +18,7 @@ describe('store migrations', () => {
     const tables = await db.introspection.getTables()
     const names = tables.map((t) => t.name)
     for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
+    for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
     const account = tables.find((t) => t.name === 'account')!
     expect(account.columns.map((c) => c.name)).toEqual(
       expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state']),
@@ -26,7 +27,7 @@ describe('store migrations', () => {
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
-    expect(applied.rows.map((r) => r.name)).toEqual(['001-init'])
+    expect(applied.rows.map((r) => r.name)).toEqual(expect.arrayContaining(['001-init', '003-repos']))
     await again.destroy()
   })
 
