@@ -7,6 +7,7 @@ import type { TokenKeys } from './auth/session-tokens.js'
 import type { Firehose } from './sequencer/firehose.js'
 import type { OAuthServices } from './oauth/index.js'
 import type { Mailer } from './mail/index.js'
+import type { BlobStore } from './repo/blobstore.js'
 
 export type Services = {
   config: Config
@@ -20,4 +21,5 @@ export type Services = {
   oauth: OAuthServices
   /** outgoing email, backend chosen at start (part 1 §2.6) */
   mailer: Mailer
+  blobstore: BlobStore
 }

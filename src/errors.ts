@@ -27,6 +27,11 @@ const named = {
   InvalidSwap: 400,
   TokenRequired: 400,
   AccountNotFound: 400,
+  BlockNotFound: 400,
+  RepoDeactivated: 400,
+  RepoTakendown: 400,
+  RepoSuspended: 400,
+  DidDeactivated: 400,
   // authentication
   AuthMissing: 401,
   InvalidToken: 401,
@@ -43,9 +48,11 @@ const named = {
   BlobNotFound: 404,
   RepoNotFound: 404,
   NotFound: 404,
+  DidNotFound: 404,
   // others
   PayloadTooLarge: 413,
   RateLimitExceeded: 429,
+  // a service we depend on (the PLC directory, the mail relay) refused or failed
   UpstreamFailure: 502,
   MethodNotImplemented: 501,
 } as const

@@ -20,6 +20,8 @@ import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
+import { DiskBlobStore } from './repo/blobstore.js'
+import { collectBlobs } from './repo/blobs.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -62,6 +64,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
     oauth: await createOAuthServices(config),
     mailer: createMailer(config.email, logger),
+    blobstore: new DiskBlobStore(config.blobDir),
   }
 
   const api = createXrpcServer({
@@ -96,13 +99,22 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
   logger.info({ port, publicUrl: config.publicUrl, db: config.db.kind }, 'pds listening')
 
+  // unreferenced uploads past their grace period (DECISIONS.md 15)
+  const gc = setInterval(() => {
+    collectBlobs(services).catch((err) => logger.warn({ err }, 'blob collection failed'))
+  }, 10 * 60 * 1000)
+  gc.unref()
+
   let closing: Promise<void> | undefined
   return {
     services,
     methods,
     port,
     url: `http://${host}:${port}`,
-    close: () => (closing ??= shutdown(http, services, api.xrpc)),
+    close: () => {
+      clearInterval(gc)
+      return (closing ??= shutdown(http, services, api.xrpc))
+    },
   }
 }
 

@@ -19,6 +19,7 @@ describe('store migrations', () => {
     const names = tables.map((t) => t.name)
     for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
     for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
+    for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
     const account = tables.find((t) => t.name === 'account')!
     expect(account.columns.map((c) => c.name)).toEqual(
       expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state']),
@@ -27,10 +28,8 @@ describe('store migrations', () => {
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
-    // each applied once (other migrations sit between these)
-    const appliedNames = applied.rows.map((r) => r.name)
-    expect(appliedNames).toEqual(expect.arrayContaining(['001-init', '002-accounts', '004-oauth']))
-    expect(new Set(appliedNames).size).toBe(appliedNames.length)
+    // each applied once, in order
+    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth'])
     await again.destroy()
   })
 

@@ -25,7 +25,8 @@ const get = (nsid: string, token: string) => xrpc(pds.url, `com.atproto.server.$
 /** the account's events after its creation, decoded */
 async function eventsOf(did: string) {
   const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).orderBy('seq').execute()
-  return rows.map((r) => ({ type: r.type, ...(dagCbor.decode(r.payload) as object) })).slice(2)
+  // creation wrote #identity, #account and the empty repository's #commit
+  return rows.map((r) => ({ type: r.type, ...(dagCbor.decode(r.payload) as object) })).slice(3)
 }
 
 describe('account lifecycle', () => {

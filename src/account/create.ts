@@ -1,6 +1,6 @@
 // A fresh account (part 1 §4.7, DECISIONS.md 20): a repository signing key, a signed did:plc
-// genesis operation stored at sequence 0 of the local log, the account row and a session, all in
-// one transaction.
+// genesis operation stored at sequence 0 of the local log, the account row, a session and the empty
+// signed repository, all in one transaction.
 import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import { isUniqueViolation } from '../db/index.js'
@@ -12,6 +12,8 @@ import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, checkServiceHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { useInviteCode } from './invites.js'
+import { createEmptyRepo } from '../repo/writer.js'
+import { publishOp } from '../identity/directory.js'
 
 export type FreshAccountInput = {
   handle: string
@@ -91,6 +93,9 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
       await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
       await identityEvent(trx, did, handle)
       await accountEvent(trx, did, 'active')
+      await createEmptyRepo(trx, did, signingKey)
+      // last, so a refusal rolls everything back and nothing local outlives it
+      if (config.plcUrl) await publishOp(config.plcUrl, did, signed)
     })
   } catch (err) {
     if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')

@@ -5,6 +5,7 @@ import { sha256 } from 'multiformats/hashes/sha2'
 import * as dagCbor from '@ipld/dag-cbor'
 import type { Store, AccountRow } from './store.js'
 import { latestOp, pdsEndpoint, renderDidDoc } from '../identity/plc.js'
+import { repoCounts } from '../repo/read.js'
 
 export type RepoStatusCounts = {
   repoCommit: string
@@ -16,22 +17,23 @@ export type RepoStatusCounts = {
   importedBlobs: number
 }
 
-// Until this server keeps repositories there is no commit: the lexicon requires a CID, so the
-// CID of an empty DAG-CBOR map stands in, and every count is zero.
+// An account migrating in has no repository until its import: the lexicon still requires a
+// CID, so the CID of an empty DAG-CBOR map stands in until then.
 const EMPTY = dagCbor.encode({})
 let emptyCid: Promise<string> | undefined
 const emptyCommit = () => (emptyCid ??= Promise.resolve(sha256.digest(EMPTY)).then((h) => CID.createV1(dagCbor.code, h).toString()))
 
-/** the repository part of checkAccountStatus; one place to rewire when repositories exist */
-export async function repoStatusCounts(_db: Store, _did: string): Promise<RepoStatusCounts> {
+/** the repository part of checkAccountStatus: counters kept on write, and index counts */
+export async function repoStatusCounts(db: Store, did: string): Promise<RepoStatusCounts> {
+  const c = await repoCounts(db, did)
   return {
-    repoCommit: await emptyCommit(),
-    repoRev: '',
-    repoBlocks: 0,
-    indexedRecords: 0,
+    repoCommit: c.repoCommit ?? (await emptyCommit()),
+    repoRev: c.repoRev ?? '',
+    repoBlocks: c.repoBlocks,
+    indexedRecords: c.indexedRecords,
     privateStateValues: 0,
-    expectedBlobs: 0,
-    importedBlobs: 0,
+    expectedBlobs: c.expectedBlobs,
+    importedBlobs: c.importedBlobs,
   }
 }
 

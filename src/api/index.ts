@@ -38,6 +38,25 @@ import adminDisableAccountInvites from './com/atproto/admin/disableAccountInvite
 import adminEnableAccountInvites from './com/atproto/admin/enableAccountInvites.js'
 import adminUpdateAccountPassword from './com/atproto/admin/updateAccountPassword.js'
 import adminDeleteAccount from './com/atproto/admin/deleteAccount.js'
+import identityGetRecommendedDidCredentials from './com/atproto/identity/getRecommendedDidCredentials.js'
+import identityResolveDid from './com/atproto/identity/resolveDid.js'
+import identityUpdateHandle from './com/atproto/identity/updateHandle.js'
+import repoApplyWrites from './com/atproto/repo/applyWrites.js'
+import repoCreateRecord from './com/atproto/repo/createRecord.js'
+import repoDeleteRecord from './com/atproto/repo/deleteRecord.js'
+import repoDescribeRepo from './com/atproto/repo/describeRepo.js'
+import repoGetRecord from './com/atproto/repo/getRecord.js'
+import repoListRecords from './com/atproto/repo/listRecords.js'
+import repoPutRecord from './com/atproto/repo/putRecord.js'
+import repoUploadBlob from './com/atproto/repo/uploadBlob.js'
+import syncGetBlob from './com/atproto/sync/getBlob.js'
+import syncGetBlocks from './com/atproto/sync/getBlocks.js'
+import syncGetLatestCommit from './com/atproto/sync/getLatestCommit.js'
+import syncGetRecord from './com/atproto/sync/getRecord.js'
+import syncGetRepo from './com/atproto/sync/getRepo.js'
+import syncGetRepoStatus from './com/atproto/sync/getRepoStatus.js'
+import syncListBlobs from './com/atproto/sync/listBlobs.js'
+import syncListRepos from './com/atproto/sync/listRepos.js'
 
 const handlers: ((api: Server, s: Services) => void)[] = [
   createAccount,
@@ -76,6 +95,25 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   adminEnableAccountInvites,
   adminUpdateAccountPassword,
   adminDeleteAccount,
+  identityGetRecommendedDidCredentials,
+  identityResolveDid,
+  identityUpdateHandle,
+  repoApplyWrites,
+  repoCreateRecord,
+  repoDeleteRecord,
+  repoDescribeRepo,
+  repoGetRecord,
+  repoListRecords,
+  repoPutRecord,
+  repoUploadBlob,
+  syncGetBlob,
+  syncGetBlocks,
+  syncGetLatestCommit,
+  syncGetRecord,
+  syncGetRepo,
+  syncGetRepoStatus,
+  syncListBlobs,
+  syncListRepos,
 ]
 
 /** mounts the handlers and returns the method ids they registered */

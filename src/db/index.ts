@@ -10,6 +10,7 @@ import type { Config } from '../config.js'
 import type { Schema } from './schema.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
+import * as m003 from './migrations/003-repos.js'
 import * as m004 from './migrations/004-oauth.js'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -19,6 +20,7 @@ export type * from './schema.js'
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,
   '002-accounts': m002,
+  '003-repos': m003,
   '004-oauth': m004,
 }
 

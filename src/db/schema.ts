@@ -126,6 +126,48 @@ export interface InviteCodeUseTable {
   used_at: string
 }
 
+export interface RepoRootTable {
+  did: string
+  cid: string
+  rev: string
+  indexed_at: string
+  block_count: number
+  record_count: number
+}
+
+export interface RepoBlockTable {
+  did: string
+  cid: string
+  repo_rev: string
+  size: number
+  content: Uint8Array
+}
+
+export interface RecordTable {
+  uri: string
+  did: string
+  collection: string
+  rkey: string
+  cid: string
+  rev: string
+  indexed_at: string
+}
+
+export interface RecordBlobTable {
+  did: string
+  blob_cid: string
+  record_uri: string
+}
+
+export interface BlobTable {
+  did: string
+  cid: string
+  mime_type: string
+  size: number
+  referenced: number
+  created_at: string
+}
+
 export interface Schema {
   account: AccountTable
   refresh_token: RefreshTokenTable
@@ -138,4 +180,9 @@ export interface Schema {
   email_token: EmailTokenTable
   invite_code: InviteCodeTable
   invite_code_use: InviteCodeUseTable
+  repo_root: RepoRootTable
+  repo_block: RepoBlockTable
+  record: RecordTable
+  record_blob: RecordBlobTable
+  blob: BlobTable
 }

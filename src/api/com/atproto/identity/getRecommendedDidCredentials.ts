@@ -1,0 +1,26 @@
+// com.atproto.identity.getRecommendedDidCredentials: what the account's DID document should say
+// to be hosted here (used by migration tools before the PLC update).
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { xrpcError } from '../../../../errors.js'
+
+export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
+  api.com.atproto.identity.getRecommendedDidCredentials<AccessAuth>(async ({ auth }) => {
+    const { account } = auth.credentials
+    const key = await db
+      .selectFrom('signing_key')
+      .select('public_key_multibase')
+      .where('did', '=', account.did)
+      .executeTakeFirst()
+    if (!key) throw xrpcError('InvalidRequest', 'Account has no signing key')
+    return {
+      encoding: 'application/json',
+      body: {
+        rotationKeys: [rotationKey.did()],
+        alsoKnownAs: [`at://${account.handle}`],
+        verificationMethods: { atproto: `did:key:${key.public_key_multibase}` },
+        services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: config.publicUrl } },
+      },
+    }
+  })

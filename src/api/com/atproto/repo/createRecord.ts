@@ -1,0 +1,31 @@
+// com.atproto.repo.createRecord: one create, one commit.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { prepareRecordWrite } from '../../../../repo/prepare.js'
+import { ownRepo } from '../../../../repo/read.js'
+import { writeRecords } from '../../../../repo/writer.js'
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.repo.createRecord<AccessAuth>(async ({ auth, input }) => {
+    const { did } = auth.credentials
+    const body = input.body
+    await ownRepo(db, body.repo, did)
+    const write = await prepareRecordWrite(did, {
+      action: 'create',
+      collection: body.collection,
+      rkey: body.rkey,
+      record: body.record,
+      validate: body.validate,
+    })
+    const { commit } = await writeRecords(db, did, [write], { swapCommit: body.swapCommit })
+    return {
+      encoding: 'application/json',
+      body: {
+        uri: write.uri,
+        cid: write.cid.toString(),
+        commit: commit!,
+        ...(write.validationStatus ? { validationStatus: write.validationStatus } : {}),
+      },
+    }
+  })

@@ -1,0 +1,28 @@
+// com.atproto.sync.getBlob: the bytes under their stored MIME type, sandboxed so a browser never
+// runs them as this origin's content.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import { xrpcError } from '../../../../errors.js'
+import { syncRepo } from '../../../../repo/read.js'
+
+export default (api: Server, { db, blobstore }: Pick<Services, 'db' | 'blobstore'>) =>
+  api.com.atproto.sync.getBlob(async ({ params }) => {
+    await syncRepo(db, params.did)
+    const row = await db
+      .selectFrom('blob')
+      .select(['mime_type', 'size'])
+      .where('did', '=', params.did)
+      .where('cid', '=', params.cid)
+      .executeTakeFirst()
+    const found = row && (await blobstore.read(params.cid))
+    if (!row || !found) throw xrpcError('BlobNotFound', 'Blob not found')
+    return {
+      encoding: row.mime_type as '*/*',
+      body: found.stream,
+      headers: {
+        'content-length': String(found.size),
+        'x-content-type-options': 'nosniff',
+        'content-security-policy': "default-src 'none'; sandbox",
+      },
+    }
+  })

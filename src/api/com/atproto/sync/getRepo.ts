@@ -1,0 +1,26 @@
+// com.atproto.sync.getRepo: the repository as a CAR rooted at the current commit, streamed;
+// since: only the blocks written after that revision.
+import { Readable } from 'node:stream'
+import { writeCarStream } from '@atproto/repo'
+import { parseCid } from '@atproto/lex-data'
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import { syncRepo } from '../../../../repo/read.js'
+
+export default (api: Server, { db }: Pick<Services, 'db'>) =>
+  api.com.atproto.sync.getRepo(async ({ params }) => {
+    // one transaction: the root and its blocks are one consistent snapshot
+    const { root, rows } = await db.transaction().execute(async (trx) => {
+      const { root } = await syncRepo(trx, params.did)
+      let q = trx.selectFrom('repo_block').select(['cid', 'content']).where('did', '=', params.did)
+      if (params.since) q = q.where('repo_rev', '>', params.since)
+      return { root, rows: await q.execute() }
+    })
+    async function* blocks() {
+      for (const r of rows) yield { cid: parseCid(r.cid), bytes: new Uint8Array(r.content) }
+    }
+    return {
+      encoding: 'application/vnd.ipld.car',
+      body: Readable.from(writeCarStream(parseCid(root.cid), blocks())),
+    }
+  })

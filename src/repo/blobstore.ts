@@ -1,0 +1,102 @@
+// Blob bytes behind a small interface (an S3-compatible store can implement it too). The disk
+// store streams an upload to a temporary file while hashing it, then renames it atomically to a
+// content-addressed path, so a reader never sees a partial blob.
+import { createHash, randomBytes } from 'node:crypto'
+import { createReadStream, createWriteStream } from 'node:fs'
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { CID } from 'multiformats/cid'
+import * as Digest from 'multiformats/hashes/digest'
+import { xrpcError } from '../errors.js'
+
+const RAW = 0x55
+const SHA256 = 0x12
+
+export type StagedBlob = { key: string; cid: string; size: number }
+
+export interface BlobStore {
+  /** streams `input` to temporary storage, refusing more than `limit` bytes (413) */
+  stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob>
+  /** moves a staged blob to its permanent content-addressed place (idempotent per CID) */
+  commit(staged: StagedBlob): Promise<void>
+  discard(staged: StagedBlob): Promise<void>
+  has(cid: string): Promise<boolean>
+  /** null when the bytes are not stored */
+  read(cid: string): Promise<{ stream: Readable; size: number } | null>
+  delete(cid: string): Promise<void>
+}
+
+export class DiskBlobStore implements BlobStore {
+  private tmp: string
+
+  constructor(private dir: string) {
+    this.tmp = join(dir, 'tmp')
+  }
+
+  private path(cid: string) {
+    // CIDs are base32 lowercase: safe as file names; refuse anything else before touching disk
+    if (!/^[a-z2-7]+$/.test(cid)) throw xrpcError('InvalidRequest', 'Invalid blob CID')
+    return join(this.dir, cid)
+  }
+
+  async stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob> {
+    await mkdir(this.tmp, { recursive: true })
+    const key = randomBytes(16).toString('hex')
+    const file = join(this.tmp, key)
+    const out = createWriteStream(file, { flags: 'wx', mode: 0o600 })
+    const hash = createHash('sha256')
+    let size = 0
+    try {
+      for await (const chunk of input) {
+        size += chunk.length
+        if (size > limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${limit} bytes`)
+        hash.update(chunk)
+        if (!out.write(chunk)) await new Promise((r) => out.once('drain', r))
+      }
+      await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())))
+      // the bytes reach the disk before the rename makes them visible
+      const fh = await open(file, 'r')
+      await fh.sync()
+      await fh.close()
+    } catch (err) {
+      out.destroy()
+      await rm(file, { force: true })
+      throw err
+    }
+    const cid = CID.createV1(RAW, Digest.create(SHA256, hash.digest())).toString()
+    return { key, cid, size }
+  }
+
+  async commit(staged: StagedBlob): Promise<void> {
+    await mkdir(this.dir, { recursive: true })
+    // same bytes, same name: replacing an existing file is harmless and atomic
+    await rename(join(this.tmp, staged.key), this.path(staged.cid))
+  }
+
+  async discard(staged: StagedBlob): Promise<void> {
+    await rm(join(this.tmp, staged.key), { force: true })
+  }
+
+  async has(cid: string): Promise<boolean> {
+    try {
+      await stat(this.path(cid))
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  async read(cid: string) {
+    try {
+      const s = await stat(this.path(cid))
+      return { stream: createReadStream(this.path(cid)), size: s.size }
+    } catch {
+      return null
+    }
+  }
+
+  async delete(cid: string): Promise<void> {
+    await rm(this.path(cid), { force: true })
+  }
+}

@@ -1,0 +1,57 @@
+// The firehose bodies of repository changes (com.atproto.sync.subscribeRepos #commit and #sync,
+// without seq and time), appended in the transaction of the change they describe.
+import { BlockMap, blocksToCarFile } from '@atproto/repo'
+import type { Cid } from '@atproto/lex-data'
+import { appendEvent } from '../sequencer/index.js'
+import type { Store } from './storage.js'
+
+export type CommitOp = { action: 'create' | 'update' | 'delete'; path: string; cid: Cid | null; prev?: Cid }
+
+export type CommitEvent = {
+  did: string
+  rev: string
+  since: string | null
+  commit: Cid
+  /** the commit's new blocks plus the MST proof blocks a consumer needs to check the ops */
+  blocks: BlockMap
+  ops: CommitOp[]
+  /** MST root before the commit (sync 1.1); null for a repository's first commit */
+  prevData: Cid | null
+}
+
+// the subscribeRepos lexicon's limits on one #commit (DECISIONS.md 13)
+export const MAX_COMMIT_OPS = 200
+export const MAX_COMMIT_BLOCK_BYTES = 2_000_000
+
+/**
+ * Appends `#commit` for a change within the lexicon's limits, else `#sync` for the new commit
+ * (consumers then fetch the repository). Returns the event's seq and which kind it was.
+ */
+export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ seq: number; type: 'commit' | 'sync' }> {
+  const car = ev.ops.length <= MAX_COMMIT_OPS ? await blocksToCarFile(ev.commit, ev.blocks) : undefined
+  if (!car || car.length > MAX_COMMIT_BLOCK_BYTES) {
+    const commitBytes = ev.blocks.get(ev.commit)
+    if (!commitBytes) throw new Error('commit block missing from the event blocks')
+    return { seq: await appendSyncEvent(db, ev.did, ev.rev, ev.commit, commitBytes), type: 'sync' }
+  }
+  const body: Record<string, unknown> = {
+    repo: ev.did,
+    rev: ev.rev,
+    since: ev.since,
+    commit: ev.commit,
+    blocks: car,
+    ops: ev.ops.map((op) => ({ action: op.action, path: op.path, cid: op.cid, ...(op.prev ? { prev: op.prev } : {}) })),
+    blobs: [],
+    rebase: false,
+    tooBig: false,
+    ...(ev.prevData ? { prevData: ev.prevData } : {}),
+  }
+  return { seq: await appendEvent(db, 'commit', ev.did, body), type: 'commit' }
+}
+
+/** `#sync`: the repository's current commit, as a CAR holding only the commit block */
+export async function appendSyncEvent(db: Store, did: string, rev: string, commit: Cid, commitBytes: Uint8Array) {
+  const blocks = new BlockMap()
+  blocks.set(commit, commitBytes)
+  return appendEvent(db, 'sync', did, { did, rev, blocks: await blocksToCarFile(commit, blocks) })
+}

@@ -1,0 +1,137 @@
+// Turns a write request into what the writer commits: checked collection and rkey, the record as
+// IPLD with its CID, its validation status and the blobs it references.
+import { lexicons } from '@atproto/api'
+import { TID } from '@atproto/common'
+import { jsonToLex, lexToIpld, lexToJson } from '@atproto/lexicon'
+import { cidForRecord } from '@atproto/repo'
+import type { Cid, LexMap } from '@atproto/lex-data'
+import { isValidNsid, isValidRecordKey } from '@atproto/syntax'
+import { xrpcError } from '../errors.js'
+
+export type ValidationStatus = 'valid' | 'unknown'
+
+export type PreparedRecordWrite = {
+  action: 'create' | 'update'
+  collection: string
+  rkey: string
+  uri: string
+  record: LexMap
+  cid: Cid
+  blobs: string[]
+  validationStatus?: ValidationStatus
+  /** putRecord: an update of a missing record creates it */
+  upsert?: boolean
+  /** CID the current record must have; null: the record must not exist */
+  swapCid?: string | null
+}
+export type PreparedDelete = {
+  action: 'delete'
+  collection: string
+  rkey: string
+  uri: string
+  swapCid?: string
+  /** deleteRecord: deleting a missing record is a no-op rather than an error */
+  ignoreMissing?: boolean
+}
+export type PreparedWrite = PreparedRecordWrite | PreparedDelete
+
+export function checkCollection(collection: string): string {
+  if (!isValidNsid(collection)) throw xrpcError('InvalidRequest', `Invalid collection NSID: ${collection}`)
+  return collection
+}
+
+export function checkRkey(rkey: string): string {
+  if (!isValidRecordKey(rkey)) throw xrpcError('InvalidRequest', `Invalid record key: ${rkey}`)
+  return rkey
+}
+
+export async function prepareRecordWrite(
+  did: string,
+  w: {
+    action: 'create' | 'update'
+    collection: string
+    rkey?: string
+    record: unknown
+    validate?: boolean
+    upsert?: boolean
+    swapCid?: string | null
+  },
+): Promise<PreparedRecordWrite> {
+  const collection = checkCollection(w.collection)
+  const rkey = checkRkey(w.rkey ?? TID.nextStr())
+  if (!w.record || typeof w.record !== 'object' || Array.isArray(w.record)) {
+    throw xrpcError('InvalidRequest', 'Record must be an object')
+  }
+  // the body may arrive as plain JSON or already lex-typed: normalize through JSON once
+  let lex: Record<string, unknown>
+  try {
+    lex = jsonToLex(lexToJson(w.record as never)) as Record<string, unknown>
+  } catch (err) {
+    throw xrpcError('InvalidRequest', `Invalid record: ${(err as Error).message}`)
+  }
+  if (lex.$type === undefined) lex = { ...lex, $type: collection }
+  if (lex.$type !== collection) {
+    throw xrpcError('InvalidRequest', `Invalid $type: expected ${collection}, got ${String(lex.$type)}`)
+  }
+  let validationStatus: ValidationStatus | undefined
+  if (w.validate !== false) {
+    if (lexicons.getDef(collection)?.type === 'record') {
+      try {
+        lexicons.assertValidRecord(collection, lex)
+      } catch (err) {
+        throw xrpcError('InvalidRequest', `Invalid ${collection} record: ${(err as Error).message}`)
+      }
+      validationStatus = 'valid'
+    } else if (w.validate === true) {
+      throw xrpcError('InvalidRequest', `Lexicon not found: lex:${collection}`)
+    } else {
+      validationStatus = 'unknown'
+    }
+  }
+  const record = lexToIpld(lex) as unknown as LexMap
+  let cid: Cid
+  try {
+    cid = await cidForRecord(record)
+  } catch (err) {
+    // e.g. floats, which the atproto data model does not allow
+    throw xrpcError('InvalidRequest', `Invalid record: ${(err as Error).message}`)
+  }
+  return {
+    action: w.action,
+    collection,
+    rkey,
+    uri: `at://${did}/${collection}/${rkey}`,
+    record,
+    cid,
+    blobs: blobRefs(record),
+    validationStatus,
+    upsert: w.upsert,
+    swapCid: w.swapCid,
+  }
+}
+
+export function prepareDelete(
+  did: string,
+  w: { collection: string; rkey: string; swapCid?: string; ignoreMissing?: boolean },
+): PreparedDelete {
+  const collection = checkCollection(w.collection)
+  const rkey = checkRkey(w.rkey)
+  return { action: 'delete', collection, rkey, uri: `at://${did}/${collection}/${rkey}`, swapCid: w.swapCid, ignoreMissing: w.ignoreMissing }
+}
+
+/** CIDs of every blob a record references: `{$type: 'blob', ref}` and the legacy `{cid, mimeType}` */
+export function blobRefs(value: unknown, out = new Set<string>()): string[] {
+  if (Array.isArray(value)) {
+    for (const v of value) blobRefs(v, out)
+  } else if (value && typeof value === 'object' && !(value instanceof Uint8Array) && !isCidLike(value)) {
+    const o = value as Record<string, unknown>
+    if (o.$type === 'blob' && isCidLike(o.ref)) out.add(String(o.ref))
+    else if (typeof o.cid === 'string' && typeof o.mimeType === 'string' && Object.keys(o).length === 2) out.add(o.cid)
+    else for (const v of Object.values(o)) blobRefs(v, out)
+  }
+  return [...out]
+}
+
+function isCidLike(v: unknown): boolean {
+  return !!v && typeof v === 'object' && (v as { asCID?: unknown }).asCID === v
+}
