@@ -5,6 +5,7 @@ import type { Db } from './db/index.js'
 import type { Logger } from './logger.js'
 import type { TokenKeys } from './auth/session-tokens.js'
 import type { Firehose } from './sequencer/firehose.js'
+import type { Metrics } from './metrics.js'
 
 export type Services = {
   config: Config
@@ -14,4 +15,6 @@ export type Services = {
   /** the server's PLC rotation key (PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX) */
   rotationKey: Keypair
   firehose: Firehose
+  /** Prometheus counters; modules bump theirs (e.g. metrics.emailFailures.inc()) */
+  metrics: Metrics
 }

@@ -44,6 +44,8 @@ const named = {
   PayloadTooLarge: 413,
   RateLimitExceeded: 429,
   MethodNotImplemented: 501,
+  UpstreamFailure: 502,
+  UpstreamTimeout: 504,
 } as const
 
 export type ErrorName = keyof typeof named

@@ -1,12 +1,19 @@
 // The HTTP surface outside /xrpc/<method>: health, the service DID document, handle verification.
 import { Router } from 'express'
+import { sql } from 'kysely'
 import type { Services } from './context.js'
 
 export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>, version: string): Router {
   const r = Router()
 
-  r.get('/xrpc/_health', (_req, res) => {
-    res.json({ version })
+  // a load balancer takes the process out of rotation when its database is gone
+  r.get('/xrpc/_health', async (_req, res) => {
+    try {
+      await sql`select 1`.execute(db)
+      res.json({ version })
+    } catch {
+      res.status(503).json({ version, error: 'ServiceUnavailable', message: 'Database unavailable' })
+    }
   })
 
   r.get('/.well-known/did.json', (_req, res) => {

@@ -9,6 +9,7 @@ import pg from 'pg'
 import type { Config } from '../config.js'
 import type { Schema } from './schema.js'
 import * as m001 from './migrations/001-init.js'
+import * as m005 from './migrations/005-preferences.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<Schema> & { dialect: Dialect }
@@ -16,6 +17,7 @@ export type * from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,
+  '005-preferences': m005,
 }
 
 // PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.

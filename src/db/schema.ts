@@ -52,10 +52,18 @@ export interface EventTable {
   sequenced_at: string
 }
 
+export interface AccountPrefTable {
+  id: Generated<number>
+  did: string
+  name: string
+  value_json: string
+}
+
 export interface Schema {
   account: AccountTable
   refresh_token: RefreshTokenTable
   plc_operation: PlcOperationTable
   signing_key: SigningKeyTable
   event: EventTable
+  account_pref: AccountPrefTable
 }
