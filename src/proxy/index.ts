@@ -37,7 +37,7 @@ const RES_HEADERS = [
   'retry-after',
 ]
 
-export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'logger'> & { didResolver: DidResolver }
+export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'logger' | 'metrics'> & { didResolver: DidResolver }
 
 type Target = { did: string; url: string }
 
@@ -116,6 +116,7 @@ export function createProxy(deps: ProxyDeps) {
     }
     const declared = Number(upstream.headers['content-length'] ?? 0)
     if (declared > config.proxy.maxResponseBytes) {
+      upstream.body.on('error', () => {})
       upstream.body.destroy()
       throw xrpcError('UpstreamFailure', 'Upstream response too large')
     }
@@ -127,7 +128,9 @@ export function createProxy(deps: ProxyDeps) {
     const cap = byteLimit(config.proxy.maxResponseBytes, () => new Error('upstream response too large'))
     try {
       await pipeline(upstream.body as Readable, cap, res)
+      deps.metrics.proxied.inc({ status: String(upstream.statusCode) })
     } catch (err) {
+      deps.metrics.proxied.inc({ status: 'aborted' })
       deps.logger.warn({ err: String(err), target: target.did }, 'proxied response aborted')
       res.destroy()
     }
