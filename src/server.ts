@@ -74,6 +74,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
     : undefined
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
+  if (redis) await redisReady(redis, logger)
   const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
   const didResolver = new DidResolver(db, config.plcUrl)
 
@@ -155,6 +156,20 @@ async function shutdown(http: HttpServer, { db, logger, firehose }: Services, xr
   await firehose.stop()
   await db.destroy()
   logger.info('pds stopped')
+}
+
+// Start serving with Redis connected when it can be; a Redis that is down only degrades the rate
+// limits (they let requests through) until it comes back.
+async function redisReady(redis: Redis, logger: Logger) {
+  if (redis.status === 'ready') return
+  const ok = await new Promise<boolean>((resolve) => {
+    const t = setTimeout(() => resolve(false), 5000)
+    redis.once('ready', () => {
+      clearTimeout(t)
+      resolve(true)
+    })
+  })
+  if (!ok) logger.warn('redis not reachable at start; rate limits let requests through until it is')
 }
 
 // The HTTP listener with the request limits (slowloris timeouts, header size); upgrades go to
