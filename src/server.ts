@@ -221,22 +221,12 @@ function registerGauges({ metrics, firehose, db }: Services) {
   metrics.gauge('pds_firehose_consumers', 'live subscribeRepos consumers', () => firehose.stats().consumers)
   metrics.gauge('pds_firehose_max_backlog_events', 'largest number of events a live consumer has not sent yet', () => firehose.stats().maxBacklog)
   metrics.gauge('pds_firehose_head_seq', 'newest seq handed to live consumers', () => firehose.headSeq)
-  const pool = dbPool(db)
+  const pool = db.pool
   if (pool) {
     metrics.gauge('pds_db_pool_total', 'database connections open', () => pool.totalCount)
     metrics.gauge('pds_db_pool_idle', 'database connections idle', () => pool.idleCount)
     metrics.gauge('pds_db_pool_waiting', 'queries waiting for a connection', () => pool.waitingCount)
   }
-}
-
-// the pg pool behind a PostgreSQL store (SQLite has one connection and no pool)
-function dbPool(db: Services['db']): { totalCount: number; idleCount: number; waitingCount: number } | undefined {
-  const dialect = (db.getExecutor() as unknown as { driver?: unknown }).driver
-  const cfg = (dialect as { config?: { pool?: unknown } } | undefined)?.config
-  const pool = (cfg?.pool ?? (dialect as { pool?: unknown } | undefined)?.pool) as
-    | { totalCount: number; idleCount: number; waitingCount: number }
-    | undefined
-  return pool && typeof pool.totalCount === 'number' ? pool : undefined
 }
 
 function metricsRoute(metrics: Metrics) {
