@@ -45,5 +45,26 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
     }
   })
 
+  // Caddy's on-demand TLS asks here before getting a certificate for a name: only this host
+  // and its hosted handles get one
+  r.get('/tls-check', async (req, res, next) => {
+    try {
+      const domain = String(req.query.domain ?? '').toLowerCase()
+      const hosted =
+        domain === config.hostname ||
+        (!!domain &&
+          !!(await db
+            .selectFrom('account')
+            .select('did')
+            .where('handle', '=', domain)
+            .where('status', '!=', 'deleted')
+            .executeTakeFirst()))
+      if (hosted) res.json({ success: true })
+      else res.status(404).json({ error: 'NotFound', message: 'Not a handle on this server' })
+    } catch (err) {
+      next(err)
+    }
+  })
+
   return r
 }
