@@ -46,6 +46,9 @@ export function createProxy(deps: ProxyDeps) {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
       const nsid = nsidOf(req.url)
+      if (req.method !== 'GET' && req.method !== 'POST') {
+        throw xrpcError('InvalidRequest', `Incorrect HTTP method (${req.method}): XRPC uses GET and POST`)
+      }
       const header = req.headers['atproto-proxy']
       const fallback = appViewDefault(nsid, deps)
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
