@@ -64,10 +64,11 @@ export const PROXY_ROW: Row = { check: 'access', scope: 'transition:generic' }
  */
 export async function verifyAccessRequest(
   req: MethodAuthContext['req'],
+  res: MethodAuthContext['res'],
   deps: VerifierDeps,
   row: Row = PROXY_ROW,
 ): Promise<AccessCredentials> {
-  const out = await access({ req, res: undefined as never, params: {} }, row, deps)
+  const out = await access({ req, res, params: {} }, row, deps)
   return out.credentials as AccessCredentials
 }
 

@@ -52,7 +52,7 @@ export function createProxy(deps: ProxyDeps) {
       const header = req.headers['atproto-proxy']
       const fallback = appViewDefault(nsid, deps)
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
-      const creds = await verifyAccessRequest(req, deps)
+      const creds = await verifyAccessRequest(req, res, deps)
       // chat reaches private messages: app passwords need the privileged flag (DECISIONS.md 1)
       if (nsid.startsWith('chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
