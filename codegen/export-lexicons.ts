@@ -19,12 +19,19 @@ const wanted = readFileSync(join(root, 'codegen/methods.txt'), 'utf8')
   .map((l) => l.replace(/#.*/, '').trim())
   .filter(Boolean)
 
+// documents whose `main` def some ref names (a ref without a fragment, or `#main`)
+const mainReferenced = new Set<string>()
 const refsOf = (node: unknown, out: Set<string>): void => {
   if (Array.isArray(node)) return node.forEach((n) => refsOf(n, out))
   if (!node || typeof node !== 'object') return
+  const note = (r: string) => {
+    out.add(docId(r))
+    const frag = r.replace(/^lex:/, '').split('#')[1]
+    if (frag === undefined || frag === 'main') mainReferenced.add(docId(r))
+  }
   for (const [k, v] of Object.entries(node)) {
-    if (k === 'ref' && typeof v === 'string') out.add(docId(v))
-    else if (k === 'refs' && Array.isArray(v)) v.forEach((r) => out.add(docId(String(r))))
+    if (k === 'ref' && typeof v === 'string') note(v)
+    else if (k === 'refs' && Array.isArray(v)) v.forEach((r) => note(String(r)))
     else refsOf(v, out)
   }
 }
@@ -33,6 +40,7 @@ const refsOf = (node: unknown, out: Set<string>): void => {
 const docId = (ref: string) => ref.replace(/^lex:/, '').split('#')[0]
 
 const seen = new Set<string>()
+const toWrite = new Map<string, { id: string; doc: Doc }>()
 const queue = [...wanted]
 while (queue.length) {
   const id = queue.shift()!
@@ -45,8 +53,7 @@ while (queue.length) {
     const copy = structuredClone(doc)
     for (const p of patches[id] ?? []) setPath(copy, p.path, p.value)
     text = JSON.stringify(copy, null, 2) + '\n'
-    mkdirSync(dirname(file), { recursive: true })
-    writeFileSync(file, text)
+    toWrite.set(file, { id, doc: copy })
   } else {
     // not official: it must be one of ours, committed under lexicons/
     text = readFileSync(file, 'utf8')
@@ -54,6 +61,17 @@ while (queue.length) {
   const refs = new Set<string>()
   refsOf(JSON.parse(text), refs)
   for (const r of refs) if (r && r !== id) queue.push(r)
+}
+
+// written once every ref is known: a record type reached only for its other defs
+// (app.bsky.actor.defs names threadgate rules) is not one we serve, and without its main def the
+// generated client needs no com.atproto.repo.* methods for it
+for (const [file, { id, doc }] of toWrite) {
+  if (!wanted.includes(id) && !mainReferenced.has(id) && (doc.defs.main as { type?: string })?.type === 'record') {
+    delete doc.defs.main
+  }
+  mkdirSync(dirname(file), { recursive: true })
+  writeFileSync(file, JSON.stringify(doc, null, 2) + '\n')
 }
 
 function setPath(obj: any, path: string[], value: unknown) {

@@ -60,10 +60,21 @@ const vars = {
   PDS_REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
   PDS_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   PDS_RATE_LIMITS_ENABLED: bool.default(true),
+  PDS_RATE_LIMIT_MULTIPLIER: z.coerce.number().positive().max(1_000_000).default(1),
+  PDS_RATE_LIMIT_BYPASS_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  PDS_RATE_LIMIT_BYPASS_IPS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)),
+  PDS_TRUST_PROXY: z.string().min(1).default('loopback, uniquelocal'),
   PDS_CRAWLERS: urlList.default([]),
   PDS_BSKY_APP_VIEW_URL: url.optional(),
   PDS_BSKY_APP_VIEW_DID: z.string().regex(/^did:[a-z]+:\S+$/, 'must be a DID').optional(),
   PDS_METRICS: bool.default(false),
+  PDS_METRICS_PORT: int(1, 65535).optional(),
+  PDS_PROXY_TIMEOUT_MS: int(1, 600_000).default(30_000),
+  PDS_PROXY_MAX_RESPONSE_BYTES: int(1, 2 ** 40).default(10 * 1024 * 1024),
+  PDS_CRAWL_INTERVAL_MINUTES: int(1, 24 * 60).default(20),
   PDS_FIREHOSE_RETENTION_HOURS: int(1, 24 * 365).default(72),
   PDS_BLOB_UPLOAD_LIMIT: int(1, 2 ** 40).default(104_857_600),
   PDS_PRIVACY_POLICY_URL: url.optional(),
@@ -101,9 +112,21 @@ export type Config = {
   redisUrl?: string
   logLevel: string
   rateLimitsEnabled: boolean
+  /** points of every rate limit are multiplied by this (operators raise limits with it) */
+  rateLimitMultiplier: number
+  /** a request with `x-ratelimit-bypass: <key>` skips rate limits (a trusted frontend) */
+  rateLimitBypassKey?: string
+  rateLimitBypassIps: string[]
+  /** express `trust proxy`: whose X-Forwarded-For is believed for the client address */
+  trustProxy: string
   crawlers: string[]
   appView?: { url: string; did: string }
   metrics: boolean
+  /** serve /metrics on this port (on PDS_BIND) instead of the main one */
+  metricsPort?: number
+  proxy: { timeoutMs: number; maxResponseBytes: number }
+  /** a write after this many quiet minutes asks the relays to crawl again */
+  crawlIntervalMinutes: number
   firehoseRetentionHours: number
   blobUploadLimit: number
   links: { privacyPolicy?: string; termsOfService?: string; contactEmail?: string }
@@ -184,11 +207,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: v.PDS_REDIS_URL,
     logLevel: v.PDS_LOG_LEVEL,
     rateLimitsEnabled: v.PDS_RATE_LIMITS_ENABLED,
+    rateLimitMultiplier: v.PDS_RATE_LIMIT_MULTIPLIER,
+    rateLimitBypassKey: v.PDS_RATE_LIMIT_BYPASS_KEY,
+    rateLimitBypassIps: v.PDS_RATE_LIMIT_BYPASS_IPS,
+    trustProxy: v.PDS_TRUST_PROXY,
     crawlers: v.PDS_CRAWLERS,
     appView: v.PDS_BSKY_APP_VIEW_URL
       ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! }
       : undefined,
-    metrics: v.PDS_METRICS,
+    metrics: v.PDS_METRICS || v.PDS_METRICS_PORT !== undefined,
+    metricsPort: v.PDS_METRICS_PORT,
+    proxy: { timeoutMs: v.PDS_PROXY_TIMEOUT_MS, maxResponseBytes: v.PDS_PROXY_MAX_RESPONSE_BYTES },
+    crawlIntervalMinutes: v.PDS_CRAWL_INTERVAL_MINUTES,
     firehoseRetentionHours: v.PDS_FIREHOSE_RETENTION_HOURS,
     blobUploadLimit: v.PDS_BLOB_UPLOAD_LIMIT,
     links: {

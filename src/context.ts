@@ -8,6 +8,7 @@ import type { Firehose } from './sequencer/firehose.js'
 import type { OAuthServices } from './oauth/index.js'
 import type { Mailer } from './mail/index.js'
 import type { BlobStore } from './repo/blobstore.js'
+import type { Metrics } from './metrics.js'
 
 export type Services = {
   config: Config
@@ -22,4 +23,6 @@ export type Services = {
   /** outgoing email, backend chosen at start (part 1 §2.6) */
   mailer: Mailer
   blobstore: BlobStore
+  /** Prometheus counters; modules bump theirs (e.g. metrics.emailFailures.inc()) */
+  metrics: Metrics
 }

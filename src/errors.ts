@@ -55,6 +55,7 @@ const named = {
   // a service we depend on (the PLC directory, the mail relay) refused or failed
   UpstreamFailure: 502,
   MethodNotImplemented: 501,
+  UpstreamTimeout: 504,
 } as const
 
 export type ErrorName = keyof typeof named

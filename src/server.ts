@@ -1,12 +1,13 @@
 // Wiring: store, services, routes, HTTP listener and graceful shutdown.
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import type { Server as HttpServer } from 'node:http'
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
 import type { WebSocketServer } from 'ws'
 import { Secp256k1Keypair } from '@atproto/crypto'
+import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import type { Services } from './context.js'
@@ -14,14 +15,20 @@ import { openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
-import { createMailer } from './mail/index.js'
 import { optionalBodies } from './api/compat.js'
-import { wellKnownRoutes } from './well-known.js'
-import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
+import { createMailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { DiskBlobStore } from './repo/blobstore.js'
 import { collectBlobs } from './repo/blobs.js'
+import { wellKnownRoutes } from './well-known.js'
+import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
+import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
+import { RateLimits, type RateLimitTuning } from './auth/rate-limits.js'
+import { DidResolver } from './identity/did-resolver.js'
+import { createProxy } from './proxy/index.js'
+import { Metrics } from './metrics.js'
+import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -42,6 +49,9 @@ export type StartOptions = {
   logger?: Logger
   /** tuning the tests use; operators have no reason to change these */
   firehose?: Partial<FirehoseOptions>
+  rateLimits?: RateLimitTuning
+  crawlers?: Partial<CrawlerOptions>
+  http?: Partial<HttpLimits>
 }
 
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
@@ -55,6 +65,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ...opts.firehose,
   })
   await firehose.start()
+  const metrics = new Metrics(config.metrics)
   const services: Services = {
     firehose,
     config,
@@ -62,25 +73,42 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    metrics,
     oauth: await createOAuthServices(config),
     mailer: createMailer(config.email, logger),
     blobstore: new DiskBlobStore(config.blobDir),
   }
+  // one connection for shared state (rate-limit counters); commands fail fast while it is down
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
+    : undefined
+  redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
+  if (redis) await redisReady(redis, logger)
+  const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
+  const didResolver = new DidResolver(db, config.plcUrl)
 
   const api = createXrpcServer({
     validateResponse: true,
     payload: { jsonLimit: JSON_LIMIT, blobLimit: config.blobUploadLimit, textLimit: JSON_LIMIT },
     errorParser: (err) => toXrpcError(err, logger),
+    rateLimits: rateLimits.xrpcOptions(),
+    catchall: createProxy({ ...services, didResolver }),
   })
-  const methods = mountApi(api, services)
+  const methods = mountApi(api, services, rateLimits)
+  const known = new Set(methods)
+  limitStreams(api.xrpc)
+  registerGauges(services)
 
   const app = express()
   app.disable('x-powered-by')
-  app.set('trust proxy', true)
+  app.set('trust proxy', config.trustProxy)
   app.use(requestLog(logger))
+  app.use(metrics.middleware((nsid) => known.has(nsid)))
+  if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(wellKnownRoutes(services, version))
   app.use(oauthRoutes(services))
   app.use(optionalBodies)
+  app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid)))
   app.use(api.xrpc.router)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
@@ -90,16 +118,24 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     res.status(x.statusCode).json(x.payload)
   })
 
-  // app.listen, not http.createServer: the xrpc router hooks it to upgrade WebSocket requests
-  const http: HttpServer = await new Promise((resolve, reject) => {
-    const s = app.listen(config.port, config.bind, () => resolve(s))
-    s.once('error', reject)
-  })
+  const limits = { ...HTTP_LIMITS, ...opts.http }
+  const http = await listen(app, api.xrpc, config.port, config.bind, limits)
   const port = (http.address() as AddressInfo).port
   const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
+  const metricsHttp = config.metricsPort
+    ? await listen(express().get('/metrics', metricsRoute(metrics)), undefined, config.metricsPort, config.bind, limits)
+    : undefined
   logger.info({ port, publicUrl: config.publicUrl, db: config.db.kind }, 'pds listening')
 
-  // unreferenced uploads past their grace period (DECISIONS.md 15)
+  const crawlers = new Crawlers(config.crawlers, config.hostname, firehose, logger, metrics, {
+    intervalMs: config.crawlIntervalMinutes * 60_000,
+    checkMs: 5000,
+    attempts: 5,
+    backoffMs: 1000,
+    timeoutMs: 10_000,
+    ...opts.crawlers,
+  })
+  crawlers.start()
   const gc = setInterval(() => {
     collectBlobs(services).catch((err) => logger.warn({ err }, 'blob collection failed'))
   }, 10 * 60 * 1000)
@@ -111,10 +147,14 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     methods,
     port,
     url: `http://${host}:${port}`,
-    close: () => {
-      clearInterval(gc)
-      return (closing ??= shutdown(http, services, api.xrpc))
-    },
+    close: () =>
+      (closing ??= (async () => {
+        clearInterval(gc)
+        await crawlers.stop()
+        metricsHttp?.close()
+        await shutdown(http, services, api.xrpc)
+        redis?.disconnect()
+      })()),
   }
 }
 
@@ -132,6 +172,88 @@ async function shutdown(http: HttpServer, { db, logger, firehose, oauth }: Servi
   await firehose.stop()
   await Promise.all([db.destroy(), oauth.close()])
   logger.info('pds stopped')
+}
+
+// Start serving with Redis connected when it can be; a Redis that is down only degrades the rate
+// limits (they let requests through) until it comes back.
+async function redisReady(redis: Redis, logger: Logger) {
+  if (redis.status === 'ready') return
+  const ok = await new Promise<boolean>((resolve) => {
+    const t = setTimeout(() => resolve(false), 5000)
+    redis.once('ready', () => {
+      clearTimeout(t)
+      resolve(true)
+    })
+  })
+  if (!ok) logger.warn('redis not reachable at start; rate limits let requests through until it is')
+}
+
+// The HTTP listener with the request limits (slowloris timeouts, header size); upgrades go to
+// the XRPC subscriptions, as xrpc-server's own listen hook would route them.
+async function listen(
+  app: express.Express,
+  xrpc: XrpcServer | undefined,
+  port: number,
+  bind: string,
+  limits: HttpLimits,
+): Promise<HttpServer> {
+  const server = createHttpServer(
+    {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      connectionsCheckingInterval: limits.checkIntervalMs,
+    },
+    app,
+  )
+  if (xrpc) {
+    const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
+    server.on('upgrade', (req, socket, head) => {
+      const nsid = req.url?.match(/^\/xrpc\/([^?/]+)/)?.[1]
+      const sub = nsid ? subs.get(nsid) : undefined
+      if (!sub) return socket.destroy()
+      sub.wss.handleUpgrade(req, socket, head, (ws) => sub.wss.emit('connection', ws, req))
+    })
+  }
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, bind, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  return server
+}
+
+// Firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse.
+function limitStreams(xrpc: XrpcServer) {
+  const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
+  for (const { wss } of subs.values()) wss.options.maxPayload = HTTP_LIMITS.wsMaxPayloadBytes
+}
+
+function registerGauges({ metrics, firehose, db }: Services) {
+  if (!metrics.enabled) return
+  metrics.gauge('pds_firehose_consumers', 'live subscribeRepos consumers', () => firehose.stats().consumers)
+  metrics.gauge('pds_firehose_max_backlog_events', 'largest number of events a live consumer has not sent yet', () => firehose.stats().maxBacklog)
+  metrics.gauge('pds_firehose_head_seq', 'newest seq handed to live consumers', () => firehose.headSeq)
+  const pool = db.pool
+  if (pool) {
+    metrics.gauge('pds_db_pool_total', 'database connections open', () => pool.totalCount)
+    metrics.gauge('pds_db_pool_idle', 'database connections idle', () => pool.idleCount)
+    metrics.gauge('pds_db_pool_waiting', 'queries waiting for a connection', () => pool.waitingCount)
+  }
+}
+
+function metricsRoute(metrics: Metrics) {
+  return async (_req: Request, res: Response, next: NextFunction) => {
+    try {
+      const { contentType, body } = await metrics.render()
+      res.type(contentType).send(body)
+    } catch (err) {
+      next(err)
+    }
+  }
 }
 
 // WebSocket subscribers are not the HTTP server's connections any more: say goodbye to each

@@ -1,12 +1,19 @@
 // The HTTP surface outside /xrpc/<method>: health, the service DID document, handle verification.
 import { Router } from 'express'
+import { sql } from 'kysely'
 import type { Services } from './context.js'
 
 export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>, version: string): Router {
   const r = Router()
 
-  r.get('/xrpc/_health', (_req, res) => {
-    res.json({ version })
+  // a load balancer takes the process out of rotation when its database is gone
+  r.get('/xrpc/_health', async (_req, res) => {
+    try {
+      await sql`select 1`.execute(db)
+      res.json({ version })
+    } catch {
+      res.status(503).json({ version, error: 'ServiceUnavailable', message: 'Database unavailable' })
+    }
   })
 
   r.get('/.well-known/did.json', (_req, res) => {
@@ -33,6 +40,27 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
       res.type('text/plain')
       if (!row) res.status(404).send('User not found')
       else res.send(row.did)
+    } catch (err) {
+      next(err)
+    }
+  })
+
+  // Caddy's on-demand TLS asks here before getting a certificate for a name: only this host
+  // and its hosted handles get one
+  r.get('/tls-check', async (req, res, next) => {
+    try {
+      const domain = String(req.query.domain ?? '').toLowerCase()
+      const hosted =
+        domain === config.hostname ||
+        (!!domain &&
+          !!(await db
+            .selectFrom('account')
+            .select('did')
+            .where('handle', '=', domain)
+            .where('status', '!=', 'deleted')
+            .executeTakeFirst()))
+      if (hosted) res.json({ success: true })
+      else res.status(404).json({ error: 'NotFound', message: 'Not a handle on this server' })
     } catch (err) {
       next(err)
     }

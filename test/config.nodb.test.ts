@@ -32,6 +32,12 @@ describe('configuration', () => {
     ['PDS_METRICS', 'on'],
     ['PDS_FIREHOSE_RETENTION_HOURS', '-1'],
     ['PDS_BLOB_UPLOAD_LIMIT', '0'],
+    ['PDS_RATE_LIMIT_MULTIPLIER', '0'],
+    ['PDS_RATE_LIMIT_BYPASS_KEY', 'short'],
+    ['PDS_METRICS_PORT', '70000'],
+    ['PDS_PROXY_TIMEOUT_MS', 'soon'],
+    ['PDS_PROXY_MAX_RESPONSE_BYTES', '-5'],
+    ['PDS_CRAWL_INTERVAL_MINUTES', '0'],
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${JSON.stringify(value)} with a message naming it`, () => {

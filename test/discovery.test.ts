@@ -49,6 +49,13 @@ describe('discovery endpoints', () => {
     expect(miss.status).toBe(404)
   })
 
+  it('answers tls-check for this host and hosted handles only (Caddy on-demand TLS)', async () => {
+    expect((await fetch(`${pds.url}/tls-check?domain=Alice.test`)).status).toBe(200)
+    expect((await fetch(`${pds.url}/tls-check?domain=localhost`)).status).toBe(200)
+    expect((await fetch(`${pds.url}/tls-check?domain=bob.test`)).status).toBe(404)
+    expect((await fetch(`${pds.url}/tls-check`)).status).toBe(404)
+  })
+
   it('describes the server through the generated client', async () => {
     const { data } = await pds.client().com.atproto.server.describeServer()
     expect(data).toEqual({

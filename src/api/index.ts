@@ -3,6 +3,9 @@
 import type { Server } from '../generated/server/index.js'
 import type { Services } from '../context.js'
 import { createVerifier } from '../auth/verifier.js'
+import type { RateLimits } from '../auth/rate-limits.js'
+import getPreferences from './app/bsky/actor/getPreferences.js'
+import putPreferences from './app/bsky/actor/putPreferences.js'
 import resolveHandle from './com/atproto/identity/resolveHandle.js'
 import createAccount from './com/atproto/server/createAccount.js'
 import createSession from './com/atproto/server/createSession.js'
@@ -114,10 +117,12 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   syncGetRepoStatus,
   syncListBlobs,
   syncListRepos,
+  getPreferences,
+  putPreferences,
 ]
 
 /** mounts the handlers and returns the method ids they registered */
-export function mountApi(api: Server, services: Services): string[] {
+export function mountApi(api: Server, services: Services, rateLimits?: RateLimits): string[] {
   const mounted: string[] = []
   const xrpc = api.xrpc
   const method = xrpc.method.bind(xrpc)
@@ -125,7 +130,8 @@ export function mountApi(api: Server, services: Services): string[] {
     const config = typeof cfg === 'function' ? { handler: cfg } : (cfg as object)
     if (mounted.includes(nsid)) throw new Error(`${nsid} has two handlers`)
     mounted.push(nsid)
-    method(nsid, { ...config, auth: createVerifier(nsid, services) } as never)
+    const rateLimit = rateLimits?.forMethod(nsid)
+    method(nsid, { ...config, auth: createVerifier(nsid, services), ...(rateLimit ? { rateLimit } : {}) } as never)
   }) as typeof xrpc.method
   const streamMethod = xrpc.streamMethod.bind(xrpc)
   xrpc.streamMethod = ((nsid: string, cfg: unknown) => {

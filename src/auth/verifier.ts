@@ -59,6 +59,23 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
   }
 }
 
+/** the row service proxying checks callers against (it has no registry row of its own) */
+export const PROXY_ROW: Row = { check: 'access', scope: 'transition:generic' }
+
+/**
+ * The access check for a request that reaches no handler (service proxying): the same checks
+ * as a registry row's, so the proxy never reads the Authorization header itself.
+ */
+export async function verifyAccessRequest(
+  req: MethodAuthContext['req'],
+  res: MethodAuthContext['res'],
+  deps: VerifierDeps,
+  row: Row = PROXY_ROW,
+): Promise<AccessCredentials> {
+  const out = await access({ req, res, params: {} }, row, deps)
+  return out.credentials as AccessCredentials
+}
+
 function bearer(header: string | undefined): { scheme: string; token: string } {
   if (!header) throw xrpcError('AuthMissing', 'Authentication Required')
   const space = header.indexOf(' ')

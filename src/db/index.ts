@@ -12,9 +12,10 @@ import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
 import * as m003 from './migrations/003-repos.js'
 import * as m004 from './migrations/004-oauth.js'
+import * as m005 from './migrations/005-preferences.js'
 
 export type Dialect = 'sqlite' | 'postgres'
-export type Db = Kysely<Schema> & { dialect: Dialect }
+export type Db = Kysely<Schema> & { dialect: Dialect; /** PostgreSQL only: for pool metrics */ pool?: pg.Pool }
 export type * from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
@@ -22,6 +23,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '002-accounts': m002,
   '003-repos': m003,
   '004-oauth': m004,
+  '005-preferences': m005,
 }
 
 // PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.
@@ -29,6 +31,7 @@ pg.types.setTypeParser(20, (v) => Number(v))
 
 export async function openDb(cfg: Config['db']): Promise<Db> {
   let db: Kysely<Schema>
+  let pgPool: pg.Pool | undefined
   if (cfg.kind === 'sqlite') {
     mkdirSync(dirname(cfg.file), { recursive: true })
     const sqlite = new SqliteDatabase(cfg.file)
@@ -47,9 +50,10 @@ export async function openDb(cfg: Config['db']): Promise<Db> {
     })
     // an idle client that loses its connection must not crash the process
     pool.on('error', () => {})
+    pgPool = pool
     db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) })
   }
-  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect })
+  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
 }

@@ -168,7 +168,15 @@ export interface BlobTable {
   created_at: string
 }
 
+export interface AccountPrefTable {
+  id: Generated<number>
+  did: string
+  name: string
+  value_json: string
+}
+
 export interface Schema {
+  account_pref: AccountPrefTable
   account: AccountTable
   refresh_token: RefreshTokenTable
   plc_operation: PlcOperationTable

@@ -29,7 +29,7 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
     if (queue.length >= maxBuffer) overflow = true
     else queue.push(ev)
     wake?.()
-  })
+  }, () => queue.length)
   const onAbort = () => wake?.()
   signal.addEventListener('abort', onAbort)
   try {

@@ -28,7 +28,7 @@ export type FirehoseOptions = { pollMs: number; retentionHours: number; maxBuffe
 export type Listener = (ev: EncodedEvent) => void
 
 export class Firehose {
-  private listeners = new Set<Listener>()
+  private listeners = new Map<Listener, () => number>()
   private lastSeq: number | undefined
   private polling: Promise<void> | undefined
   private again = false
@@ -82,9 +82,22 @@ export class Firehose {
       })
   }
 
-  subscribe(fn: Listener): () => void {
-    this.listeners.add(fn)
+  /** `backlog` tells metrics how many events the listener holds unsent */
+  subscribe(fn: Listener, backlog: () => number = () => 0): () => void {
+    this.listeners.set(fn, backlog)
     return () => this.listeners.delete(fn)
+  }
+
+  /** live consumers, and the largest number of events any of them has not sent yet */
+  stats(): { consumers: number; maxBacklog: number } {
+    let maxBacklog = 0
+    for (const backlog of this.listeners.values()) maxBacklog = Math.max(maxBacklog, backlog())
+    return { consumers: this.listeners.size, maxBacklog }
+  }
+
+  /** the newest seq the live stream has handed out */
+  get headSeq(): number {
+    return this.lastSeq ?? 0
   }
 
   private async poll() {
@@ -94,7 +107,7 @@ export class Firehose {
         this.lastSeq = row.seq
         if (!this.listeners.size) continue
         const ev = encodeEvent(row)
-        for (const fn of this.listeners) fn(ev)
+        for (const fn of this.listeners.keys()) fn(ev)
       }
       if (rows.length < PAGE) return
       // let consumers drain between pages, so a backlog does not arrive as one burst

@@ -1,0 +1,70 @@
+// Request limits: header size and connection timeouts (slowloris), WebSocket frame size on the
+// firehose, and JSON bodies of served methods, which are parsed here with a depth cap so no
+// request can make validation recurse without bound.
+import express, { type NextFunction, type Request, type Response } from 'express'
+
+export type HttpLimits = {
+  maxHeaderBytes: number
+  /** a client must finish sending its headers within this */
+  headersTimeoutMs: number
+  /** and its whole request (body included: blob uploads) within this */
+  requestTimeoutMs: number
+  keepAliveTimeoutMs: number
+  /** how often the timeouts above are enforced */
+  checkIntervalMs: number
+  wsMaxPayloadBytes: number
+}
+
+export const HTTP_LIMITS: HttpLimits = {
+  maxHeaderBytes: 16 * 1024,
+  headersTimeoutMs: 20_000,
+  requestTimeoutMs: 300_000,
+  // above the 60 s idle timeout of common proxies, so the proxy closes first
+  keepAliveTimeoutMs: 65_000,
+  checkIntervalMs: 5_000,
+  wsMaxPayloadBytes: 16 * 1024,
+}
+
+export const MAX_JSON_DEPTH = 64
+
+/** nesting depth of a JSON text, without parsing it */
+export function jsonDepth(buf: Uint8Array, stopAt = Infinity): number {
+  let depth = 0
+  let max = 0
+  let inString = false
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i]
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max && (max = depth) > stopAt) return max
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return max
+}
+
+class TooDeep extends Error {
+  status = 400
+  expose = true
+}
+
+/**
+ * Parses JSON bodies of the methods this server serves (xrpc-server then uses the parsed body)
+ * and refuses any nested deeper than MAX_JSON_DEPTH. Proxied requests are left as streams.
+ */
+export function jsonBodies(limit: number, served: (nsid: string) => boolean) {
+  const parse = express.json({
+    limit,
+    verify: (_req, _res, buf) => {
+      if (jsonDepth(buf, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+        throw new TooDeep(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
+      }
+    },
+  })
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (req.method !== 'POST' || !req.path.startsWith('/xrpc/') || !served(req.path.slice(6))) return next()
+    parse(req, res, next)
+  }
+}

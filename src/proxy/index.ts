@@ -1,0 +1,179 @@
+// Service proxying: a call to a method id this server does not serve, carrying
+// `atproto-proxy: <did>#<service>` (or, for app.bsky.* and chat.bsky.*, going to the configured
+// AppView), is forwarded for the signed-in caller with a fresh service-auth JWT signed by the
+// account's repository key. Bodies stream both ways; only allow-listed headers cross; time and
+// size are bounded. Without a target the method stays 501 MethodNotImplemented.
+import { Transform, type Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { NextFunction, Request, Response } from 'express'
+import { Secp256k1Keypair } from '@atproto/crypto'
+import { ensureValidNsid } from '@atproto/syntax'
+import { errors as undiciErrors, request } from 'undici'
+import type { Services } from '../context.js'
+import { xrpcError } from '../errors.js'
+import { createServiceJwt } from '../auth/service-jwt.js'
+import { verifyAccessRequest } from '../auth/verifier.js'
+import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
+
+/** request headers a client may send on to the target */
+const REQ_HEADERS = [
+  'accept',
+  'accept-encoding',
+  'accept-language',
+  'atproto-accept-labelers',
+  'x-bsky-topics',
+  'content-type',
+  'content-encoding',
+  'content-length',
+]
+/** response headers the target may send back */
+const RES_HEADERS = [
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'content-language',
+  'atproto-repo-rev',
+  'atproto-content-labelers',
+  'retry-after',
+]
+
+export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth' | 'logger' | 'metrics'> & {
+  didResolver: DidResolver
+}
+
+type Target = { did: string; url: string }
+
+export function createProxy(deps: ProxyDeps) {
+  const { config, logger } = deps
+  return async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const nsid = nsidOf(req.url)
+      if (req.method !== 'GET' && req.method !== 'POST') {
+        throw xrpcError('InvalidRequest', `Incorrect HTTP method (${req.method}): XRPC uses GET and POST`)
+      }
+      const header = req.headers['atproto-proxy']
+      const fallback = appViewDefault(nsid, deps)
+      if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
+      const creds = await verifyAccessRequest(req, res, deps)
+      // chat reaches private messages: app passwords need the privileged flag (DECISIONS.md 1)
+      if (nsid.startsWith('chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
+        throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
+      }
+      const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
+      const keyRow = await deps.db
+        .selectFrom('signing_key')
+        .select('private_key_hex')
+        .where('did', '=', creds.did)
+        .executeTakeFirst()
+      if (!keyRow) throw xrpcError('InvalidRequest', 'This account has no signing key on this server')
+      const keypair = await Secp256k1Keypair.import(keyRow.private_key_hex)
+      const jwt = await createServiceJwt({ iss: creds.did, aud: target.did, lxm: nsid, keypair })
+      await forward(req, res, target, jwt, deps)
+    } catch (err) {
+      if (res.headersSent) {
+        logger.warn({ err: String(err) }, 'proxied response cut short')
+        res.destroy()
+        return
+      }
+      next(err)
+    }
+  }
+
+  function nsidOf(url: string): string {
+    const path = url.slice('/xrpc/'.length).split('?')[0]
+    try {
+      ensureValidNsid(path)
+    } catch {
+      throw xrpcError('InvalidRequest', 'invalid xrpc path')
+    }
+    return path
+  }
+
+  function appViewDefault(nsid: string, { config }: ProxyDeps): Target | undefined {
+    if (!config.appView) return undefined
+    if (!nsid.startsWith('app.bsky.') && !nsid.startsWith('chat.bsky.')) return undefined
+    return { did: config.appView.did, url: config.appView.url }
+  }
+
+  async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps) {
+    const headers: Record<string, string> = { authorization: `Bearer ${jwt}` }
+    for (const name of REQ_HEADERS) {
+      const v = req.headers[name]
+      if (typeof v === 'string') headers[name] = v
+    }
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD'
+    const limit = config.blobUploadLimit
+    if (hasBody && Number(req.headers['content-length'] ?? 0) > limit) {
+      throw xrpcError('PayloadTooLarge', 'Request body too large')
+    }
+    const url = target.url + req.url
+    let upstream
+    try {
+      upstream = await request(url, {
+        method: req.method as 'GET' | 'POST',
+        headers,
+        body: hasBody ? req.pipe(byteLimit(limit, () => xrpcError('PayloadTooLarge', 'Request body too large'))) : undefined,
+        headersTimeout: config.proxy.timeoutMs,
+        bodyTimeout: config.proxy.timeoutMs,
+      })
+    } catch (err) {
+      throw upstreamError(err, deps)
+    }
+    const declared = Number(upstream.headers['content-length'] ?? 0)
+    if (declared > config.proxy.maxResponseBytes) {
+      upstream.body.on('error', () => {})
+      upstream.body.destroy()
+      throw xrpcError('UpstreamFailure', 'Upstream response too large')
+    }
+    res.status(upstream.statusCode)
+    for (const name of RES_HEADERS) {
+      const v = upstream.headers[name]
+      if (typeof v === 'string') res.setHeader(name, v)
+    }
+    const cap = byteLimit(config.proxy.maxResponseBytes, () => new Error('upstream response too large'))
+    try {
+      await pipeline(upstream.body as Readable, cap, res)
+      deps.metrics.proxied.inc({ status: String(upstream.statusCode) })
+    } catch (err) {
+      deps.metrics.proxied.inc({ status: 'aborted' })
+      deps.logger.warn({ err: String(err), target: target.did }, 'proxied response aborted')
+      res.destroy()
+    }
+  }
+}
+
+// `<did>#<service id>`: exactly one #, nothing empty, no spaces (as the reference PDS parses it)
+async function parseProxyHeader(value: string, resolver: DidResolver): Promise<Target> {
+  const hash = value.indexOf('#')
+  if (hash <= 0 || hash === value.length - 1 || value.indexOf('#', hash + 1) !== -1 || /\s/.test(value)) {
+    throw xrpcError('InvalidRequest', 'atproto-proxy must be <did>#<service id>')
+  }
+  const did = value.slice(0, hash)
+  if (!/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(did)) throw xrpcError('InvalidRequest', 'atproto-proxy names no valid DID')
+  const doc = await resolver.resolve(did)
+  if (!doc) throw xrpcError('InvalidRequest', `could not resolve proxy did ${did}`)
+  const url = serviceEndpoint(doc, value.slice(hash))
+  if (!url) throw xrpcError('InvalidRequest', 'could not resolve proxy did service url')
+  return { did, url }
+}
+
+/** passes bytes through until `max`, then fails with `error()` */
+function byteLimit(max: number, error: () => Error): Transform {
+  let seen = 0
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      seen += chunk.length
+      if (seen > max) cb(error())
+      else cb(null, chunk)
+    },
+  })
+}
+
+function upstreamError(err: unknown, { logger }: ProxyDeps) {
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+    return xrpcError('UpstreamTimeout', 'Upstream service timed out')
+  }
+  if ((err as { error?: string })?.error === 'PayloadTooLarge') return err
+  logger.warn({ err: String(err) }, 'proxy upstream unreachable')
+  return xrpcError('UpstreamFailure', 'Upstream service unreachable')
+}

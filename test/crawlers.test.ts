@@ -1,0 +1,108 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, afterEach, expect, it } from 'vitest'
+import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+
+// A loopback relay standing in for the network's: records requestCrawl calls, answering each with
+// the next status of its script (200 once the script runs out).
+class StandInRelay {
+  server!: Server
+  url = ''
+  calls: { path: string; body: any; at: number }[] = []
+  script: number[] = []
+
+  async start() {
+    this.server = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        this.calls.push({ path: req.url!, body: body ? JSON.parse(body) : undefined, at: Date.now() })
+        const status = this.script.shift() ?? 200
+        res.writeHead(status, { 'content-type': 'application/json' })
+        res.end(status === 200 ? '{}' : JSON.stringify({ error: 'Busy', message: 'try later' }))
+      })
+    })
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()))
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`
+    return this
+  }
+
+  stop() {
+    this.server.closeAllConnections()
+    return new Promise((r) => this.server.close(r))
+  }
+}
+
+async function until(cond: () => boolean, ms = 5000) {
+  const end = Date.now() + ms
+  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 20))
+  return cond()
+}
+
+const FAST = { intervalMs: 400, checkMs: 25, backoffMs: 20, attempts: 3 }
+
+describe('crawl requests (PDS_CRAWLERS)', () => {
+  const relays: StandInRelay[] = []
+  let pds: TestPds | undefined
+  afterEach(async () => {
+    await pds?.stop()
+    pds = undefined
+  })
+  afterAll(async () => {
+    for (const r of relays) await r.stop()
+  })
+  const relay = async () => {
+    const r = await new StandInRelay().start()
+    relays.push(r)
+    return r
+  }
+
+  it('asks every relay to crawl this host name at start', async () => {
+    const a = await relay()
+    const b = await relay()
+    pds = await startTestPds({ PDS_CRAWLERS: `${a.url}, ${b.url}/` }, { crawlers: FAST })
+    expect(await until(() => a.calls.length === 1 && b.calls.length === 1)).toBe(true)
+    expect(a.calls[0]).toMatchObject({ path: '/xrpc/com.atproto.sync.requestCrawl', body: { hostname: 'localhost' } })
+    expect(b.calls[0].path).toBe('/xrpc/com.atproto.sync.requestCrawl')
+  })
+
+  it('retries a failing relay with growing backoff, a bounded number of times', async () => {
+    const r = await relay()
+    r.script = [503, 503, 503, 503, 503]
+    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: { ...FAST, intervalMs: 60_000 } })
+    expect(await until(() => r.calls.length >= 3)).toBe(true)
+    await new Promise((res) => setTimeout(res, 300))
+    expect(r.calls.length).toBe(3)
+    const gaps = [r.calls[1].at - r.calls[0].at, r.calls[2].at - r.calls[1].at]
+    expect(gaps[1]).toBeGreaterThanOrEqual(gaps[0])
+  })
+
+  it('succeeds on a retry after a transient failure', async () => {
+    const r = await relay()
+    r.script = [502]
+    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: { ...FAST, intervalMs: 60_000 } })
+    expect(await until(() => r.calls.length === 2)).toBe(true)
+    await new Promise((res) => setTimeout(res, 200))
+    expect(r.calls.length).toBe(2)
+  })
+
+  it('asks again on the first write after a quiet period, and not without one', async () => {
+    const r = await relay()
+    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: FAST })
+    expect(await until(() => r.calls.length === 1)).toBe(true)
+    // quiet, and no writes: nothing more
+    await new Promise((res) => setTimeout(res, FAST.intervalMs * 2))
+    expect(r.calls.length).toBe(1)
+    const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
+      body: { handle: 'crawled.test', email: 'crawled@example.com', password: 'hunter2hunter2' },
+    })
+    expect(res.status).toBe(200)
+    expect(await until(() => r.calls.length === 2)).toBe(true)
+    // more writes inside the quiet period do not ask again
+    await xrpc(pds.url, 'com.atproto.server.createAccount', {
+      body: { handle: 'crawled2.test', email: 'crawled2@example.com', password: 'hunter2hunter2' },
+    })
+    await new Promise((res) => setTimeout(res, 150))
+    expect(r.calls.length).toBe(2)
+  })
+})

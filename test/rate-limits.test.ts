@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { loadConfig } from '../src/config.js'
+import { describe, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+
+const ON = { PDS_RATE_LIMITS_ENABLED: 'true' }
+const login = (pds: TestPds, identifier: string, headers: Record<string, string> = {}) =>
+  xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password: 'wrong-password' }, headers })
+
+async function attempts(n: number, call: () => Promise<{ status: number }>) {
+  const statuses: number[] = []
+  for (let i = 0; i < n; i++) statuses.push((await call()).status)
+  return statuses
+}
+
+describe('rate limits', () => {
+  const servers: TestPds[] = []
+  const start = async (...args: Parameters<typeof startTestPds>) => {
+    const s = await startTestPds(...args)
+    servers.push(s)
+    return s
+  }
+  afterAll(async () => {
+    for (const s of servers) await s.stop()
+  })
+
+  it('are on unless turned off', () => {
+    expect(loadConfig({ PDS_DATA_DIRECTORY: '/tmp/x', PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64) }).rateLimitsEnabled).toBe(true)
+  })
+
+  describe('with the default budgets', () => {
+    let pds: TestPds
+    beforeAll(async () => {
+      pds = await start(ON)
+    })
+
+    it('answers the 31st login attempt within 5 minutes with 429 RateLimitExceeded', async () => {
+      const statuses = await attempts(30, () => login(pds, 'victim.test'))
+      expect(statuses.every((s) => s === 401)).toBe(true)
+      const res = await login(pds, 'victim.test')
+      expect(res.status).toBe(429)
+      expect(res.body.error).toBe('RateLimitExceeded')
+      expect(res.headers.get('ratelimit-limit')).toBe('30')
+      expect(res.headers.get('ratelimit-remaining')).toBe('0')
+      expect(Number(res.headers.get('ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000)
+      expect(res.headers.get('ratelimit-policy')).toBe('30;w=300')
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0)
+    })
+
+    it('counts logins per identifier and address, so others are not locked out', async () => {
+      expect((await login(pds, 'someone-else.test')).status).toBe(401)
+      // another client address (behind the trusted local proxy) for the same identifier
+      expect((await login(pds, 'victim.test', { 'x-forwarded-for': '203.0.113.7' })).status).toBe(401)
+    })
+
+    it('tells every caller its remaining budget', async () => {
+      const res = await xrpc(pds.url, 'com.atproto.server.describeServer')
+      expect(res.status).toBe(200)
+      expect(res.headers.get('ratelimit-limit')).toBe('3000')
+      expect(Number(res.headers.get('ratelimit-remaining'))).toBeLessThan(3000)
+    })
+  })
+
+  it('lets requests through again once the window has passed', async () => {
+    const pds = await start(ON, { rateLimits: { limits: { login: [{ durationMs: 1000, points: 2 }] } } })
+    expect(await attempts(2, () => login(pds, 'a.test'))).toEqual([401, 401])
+    expect((await login(pds, 'a.test')).status).toBe(429)
+    await new Promise((r) => setTimeout(r, 1100))
+    expect((await login(pds, 'a.test')).status).toBe(401)
+  })
+
+  it('limits every method by the global budget, per account or address', async () => {
+    const pds = await start(ON, { rateLimits: { limits: { global: [{ durationMs: 60_000, points: 5 }] } } })
+    const statuses = await attempts(6, () => xrpc(pds.url, 'com.atproto.server.describeServer'))
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
+    // unknown methods too, before anything else happens
+    expect((await xrpc(pds.url, 'com.example.nothing')).status).toBe(429)
+    expect((await xrpc(pds.url, 'com.atproto.server.describeServer', { headers: { 'x-forwarded-for': '198.51.100.1' } })).status).toBe(200)
+  })
+
+  it('lets operators raise the budgets with PDS_RATE_LIMIT_MULTIPLIER', async () => {
+    const pds = await start({ ...ON, PDS_RATE_LIMIT_MULTIPLIER: '2' }, { rateLimits: { limits: { login: [{ durationMs: 60_000, points: 2 }] } } })
+    expect(await attempts(5, () => login(pds, 'b.test'))).toEqual([401, 401, 401, 401, 429])
+  })
+
+  it('skips every limit for the bypass key and bypass addresses', async () => {
+    const key = 'k'.repeat(32)
+    const pds = await start(
+      { ...ON, PDS_RATE_LIMIT_BYPASS_KEY: key, PDS_RATE_LIMIT_BYPASS_IPS: '192.0.2.9' },
+      { rateLimits: { limits: { login: [{ durationMs: 60_000, points: 1 }] } } },
+    )
+    expect(await attempts(3, () => login(pds, 'c.test', { 'x-ratelimit-bypass': key }))).toEqual([401, 401, 401])
+    expect(await attempts(3, () => login(pds, 'c.test', { 'x-forwarded-for': '192.0.2.9' }))).toEqual([401, 401, 401])
+    expect(await attempts(2, () => login(pds, 'c.test', { 'x-ratelimit-bypass': 'wrong' }))).toEqual([401, 429])
+  })
+
+  it('are all off with PDS_RATE_LIMITS_ENABLED=false', async () => {
+    const pds = await start({ PDS_RATE_LIMITS_ENABLED: 'false' })
+    const statuses = await attempts(35, () => login(pds, 'd.test'))
+    expect(statuses.every((s) => s === 401)).toBe(true)
+    const res = await xrpc(pds.url, 'com.atproto.server.describeServer')
+    expect(res.headers.get('ratelimit-limit')).toBeNull()
+  })
+
+  describe.skipIf(!redisUrl)('backed by Redis', () => {
+    it('shares the counters between processes', async () => {
+      const prefix = `test-${randomBytes(6).toString('hex')}`
+      const tuning = { rateLimits: { prefix, limits: { login: [{ durationMs: 60_000, points: 3 }] } } }
+      const a = await start({ ...ON, PDS_REDIS_URL: redisUrl! }, tuning)
+      const b = await start({ ...ON, PDS_REDIS_URL: redisUrl! }, tuning)
+      expect(await attempts(2, () => login(a, 'e.test'))).toEqual([401, 401])
+      expect(await attempts(2, () => login(b, 'e.test'))).toEqual([401, 429])
+      expect((await login(a, 'e.test')).status).toBe(429)
+    })
+  })
+})
