@@ -16,7 +16,7 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { optionalBodies } from './api/compat.js'
-import { createMailer } from './mail/index.js'
+import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { DiskBlobStore } from './repo/blobstore.js'
@@ -75,7 +75,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
     metrics,
     oauth: await createOAuthServices(config),
-    mailer: createMailer(config.email, logger),
+    mailer: countFailures(createMailer(config.email, logger), metrics),
     blobstore: new DiskBlobStore(config.blobDir),
   }
   // one connection for shared state (rate-limit counters); commands fail fast while it is down
@@ -242,6 +242,16 @@ function registerGauges({ metrics, firehose, db }: Services) {
     metrics.gauge('pds_db_pool_total', 'database connections open', () => pool.totalCount)
     metrics.gauge('pds_db_pool_idle', 'database connections idle', () => pool.idleCount)
     metrics.gauge('pds_db_pool_waiting', 'queries waiting for a connection', () => pool.waitingCount)
+  }
+}
+
+function countFailures(mailer: Mailer, metrics: Metrics): Mailer {
+  return {
+    send: (mail) =>
+      mailer.send(mail).catch((err) => {
+        metrics.emailFailures.inc()
+        throw err
+      }),
   }
 }
 

@@ -81,7 +81,7 @@ describe('official OAuth client end to end', () => {
     await pds?.stop()
   })
 
-  it('authorizes, calls getSession through fetchHandler, refreshes and revokes', async () => {
+  it('authorizes, calls getSession and createRecord through fetchHandler, refreshes and revokes', async () => {
     const created = await xrpc(pds.url, 'com.atproto.server.createAccount', {
       body: { handle: 'official.test', email: 'official@example.com', password: PASSWORD },
     })
@@ -103,6 +103,21 @@ describe('official OAuth client end to end', () => {
     const res = await session.fetchHandler('/xrpc/com.atproto.server.getSession')
     expect(res.status).toBe(200)
     expect(await res.json()).toMatchObject({ did, handle: 'official.test' })
+
+    // a write with the DPoP-bound token: the record is in the repository afterwards
+    const post = { $type: 'app.bsky.feed.post', text: 'hello over OAuth', createdAt: new Date().toISOString() }
+    const write = await session.fetchHandler('/xrpc/com.atproto.repo.createRecord', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ repo: did, collection: 'app.bsky.feed.post', record: post }),
+    })
+    expect(write.status).toBe(200)
+    const { uri } = await write.json()
+    const rkey = uri.split('/').pop()
+    const read = await xrpc(pds.url, 'com.atproto.repo.getRecord', {
+      params: { repo: did, collection: 'app.bsky.feed.post', rkey },
+    })
+    expect(read.body.value.text).toBe('hello over OAuth')
 
     // a service token for a feed generator, through the same session
     const sa = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example')

@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { describe, dialect, freePort, startTestPds, xrpc, type TestPds } from './harness.js'
+import { sinkEnv, startMailSink } from './mail-sink.js'
 
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 
@@ -37,6 +38,27 @@ describe('health, metrics and request limits', () => {
     expect(text).toContain('pds_email_send_failures_total 0')
     expect(text).toContain('pds_process_')
     if (dialect === 'postgres') expect(text).toMatch(/pds_db_pool_total [1-9]/)
+  })
+
+  it('counts email the backend failed to send', async () => {
+    const sink = await startMailSink()
+    const mailing = await startTestPds({ PDS_METRICS: 'true', ...sinkEnv(sink) })
+    try {
+      sink.mode = 'fail'
+      const acct = await xrpc(mailing.url, 'com.atproto.server.createAccount', {
+        body: { handle: 'mailfail.test', email: 'mailfail@example.com', password: 'hunter2hunter2' },
+      })
+      const res = await xrpc(mailing.url, 'com.atproto.server.requestEmailConfirmation', {
+        method: 'POST',
+        headers: bearer(acct.body.accessJwt),
+      })
+      expect(res.status).toBeGreaterThanOrEqual(500)
+      const text = await (await fetch(`${mailing.url}/metrics`)).text()
+      expect(text).toContain('pds_email_send_failures_total 1')
+    } finally {
+      await mailing.stop()
+      await sink.close()
+    }
   })
 
   it('labels unknown method ids as one, so clients cannot grow the metrics', async () => {

@@ -6,12 +6,11 @@
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { NextFunction, Request, Response } from 'express'
-import { Secp256k1Keypair } from '@atproto/crypto'
 import { ensureValidNsid } from '@atproto/syntax'
 import { errors as undiciErrors, request } from 'undici'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
-import { createServiceJwt } from '../auth/service-jwt.js'
+import { mintServiceAuth } from '../auth/service-auth.js'
 import { verifyAccessRequest } from '../auth/verifier.js'
 import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
 
@@ -60,14 +59,8 @@ export function createProxy(deps: ProxyDeps) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
       }
       const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
-      const keyRow = await deps.db
-        .selectFrom('signing_key')
-        .select('private_key_hex')
-        .where('did', '=', creds.did)
-        .executeTakeFirst()
-      if (!keyRow) throw xrpcError('InvalidRequest', 'This account has no signing key on this server')
-      const keypair = await Secp256k1Keypair.import(keyRow.private_key_hex)
-      const jwt = await createServiceJwt({ iss: creds.did, aud: target.did, lxm: nsid, keypair })
+      // DECISIONS.md 7: the same service token getServiceAuth mints, for the target's DID
+      const jwt = await mintServiceAuth(deps, { iss: creds.did, aud: target.did, lxm: nsid })
       await forward(req, res, target, jwt, deps)
     } catch (err) {
       if (res.headersSent) {
