@@ -1,22 +1,13 @@
 import { AtpAgent } from '@atproto/api'
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, newAccount as createAccount, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
 let pds: TestPds
 let sink: MailSink
-let n = 0
-const PASSWORD = 'correct horse battery staple'
-const auth = (token: string) => ({ authorization: `Bearer ${token}` })
-
-async function newAccount() {
-  n++
-  const email = `apw${n}@example.com`
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', { body: { handle: `apw${n}x.test`, email, password: PASSWORD } })
-  expect(res.status, JSON.stringify(res.body)).toBe(200)
-  return { ...(res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string }), email }
-}
+const auth = bearer
+const newAccount = () => createAccount(pds.url, 'apw')
 const post = (nsid: string, token: string, body?: unknown) =>
   xrpc(pds.url, `com.atproto.server.${nsid}`, { method: 'POST', body, headers: auth(token) })
 const login = (identifier: string, password: string) => xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password } })

@@ -4,18 +4,10 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { collectBlobs, BLOB_GRACE_MS } from '../src/repo/blobs.js'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAgent as createAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
-let n = 0
-const PASSWORD = 'correct horse battery staple'
-
-async function newAgent() {
-  n++
-  const agent = new AtpAgent({ service: pds.url })
-  await agent.createAccount({ handle: `blob${n}x.test`, email: `blob${n}@example.com`, password: PASSWORD })
-  return agent
-}
+const newAgent = () => createAgent(pds.url, 'blob')
 
 const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.from('not really a png')])
 
@@ -113,6 +105,7 @@ describe('handles and identity', () => {
   it('updates the handle with a new PLC operation and an #identity event', async () => {
     const agent = await newAgent()
     const did = agent.session!.did
+    const n = did.slice(-6)
     await agent.com.atproto.identity.updateHandle({ handle: `renamed${n}.test` })
     const resolved = await agent.com.atproto.identity.resolveHandle({ handle: `renamed${n}.test` })
     expect(resolved.data.did).toBe(did)
@@ -166,6 +159,7 @@ describe('handles and identity', () => {
     const agent = await newAgent()
     const did = agent.session!.did
     await agent.com.atproto.repo.createRecord({ repo: did, collection: 'com.example.thing', record: { a: 'b' } })
+    const n = did.slice(-6)
     await agent.com.atproto.identity.updateHandle({ handle: `again${n}.test` })
     const car = new Uint8Array(await (await fetch(`${pds.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)).arrayBuffer())
     const doc = (await agent.com.atproto.identity.resolveDid({ did })).data.didDoc as any

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { AtpAgent } from '@atproto/api'
 import pg from 'pg'
 import { describe as vdescribe } from 'vitest'
 import { loadConfig } from '../src/config.js'
@@ -130,4 +131,27 @@ export async function xrpc(
     json = undefined
   }
   return { status: res.status, body: json, text, headers: res.headers }
+}
+
+export const PASSWORD = 'correct horse battery staple'
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+let accounts = 0
+/** a fresh account on `url`: handle `<prefix><n>x.test`, email `<prefix><n>@example.com`, PASSWORD */
+export async function newAccount(url: string, prefix: string) {
+  const n = ++accounts
+  const email = `${prefix}${n}@example.com`
+  const res = await xrpc(url, 'com.atproto.server.createAccount', {
+    body: { handle: `${prefix}${n}x.test`, email, password: PASSWORD },
+  })
+  if (res.status !== 200) throw new Error(`createAccount failed: ${res.status} ${res.text}`)
+  return { ...(res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string }), email }
+}
+
+/** an AtpAgent signed in to a fresh account on `url` */
+export async function newAgent(url: string, prefix: string) {
+  const n = ++accounts
+  const agent = new AtpAgent({ service: url })
+  await agent.createAccount({ handle: `${prefix}${n}x.test`, email: `${prefix}${n}@example.com`, password: PASSWORD })
+  return agent
 }

@@ -2,18 +2,10 @@ import { AtpAgent } from '@atproto/api'
 import { readCar, readCarWithRoot, verifyRepoCar, verifyRecords } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAgent as createAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
-let n = 0
-const PASSWORD = 'correct horse battery staple'
-
-async function newAgent() {
-  n++
-  const agent = new AtpAgent({ service: pds.url })
-  await agent.createAccount({ handle: `repo${n}x.test`, email: `repo${n}@example.com`, password: PASSWORD })
-  return agent
-}
+const newAgent = () => createAgent(pds.url, 'repo')
 
 async function signingKey(did: string) {
   const doc = (await xrpc(pds.url, 'com.atproto.identity.resolveDid', { params: { did } })).body.didDoc
