@@ -407,7 +407,10 @@ export const SCENARIOS = [
 
 async function runFirehose(t, p, { writer, mode }) {
   const { decodeFirst } = await import('cborg')
-  const { decodeOptions } = await import('@ipld/dag-cbor')
+  // CIDs (tag 42) are not needed here: keep them as bytes
+  const tags = []
+  tags[42] = (bytes) => bytes
+  const decodeOptions = { tags, useMaps: false }
   const { WebSocket } = await import('undici')
   const wsUrl = `${t.server.url.replace(/^http/, 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
   const sent = new Map() // key -> performance.now() of the write request
@@ -444,8 +447,9 @@ async function runFirehose(t, p, { writer, mode }) {
         lags.push(now - at)
         if (now < firstAt) firstAt = now
         if (now > lastAt) lastAt = now
-      } catch {
+      } catch (err) {
         consumer.errors++
+        if (process.env.BENCH_DEBUG && consumer.errors === 1) process.stderr.write(`firehose decode: ${err.stack}\n`)
       }
     }
     consumers.push(consumer)
