@@ -5,6 +5,7 @@
 //
 //   node bench/run.js [--quick] [--db sqlite|postgres] [--only key,key] [--target ours|reference]
 //   node bench/run.js --compare [--quick] [--pairs 2] [--only key,key]
+//   --profile: ours runs with --cpu-prof (profiles in bench/results/profiles/)
 //
 // Loopback only; every scenario runs for a fixed time or count and the run stops by itself.
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -31,6 +32,7 @@ const only = opt('--only', '')
   .map((s) => s.trim())
   .filter(Boolean)
 const targetKind = opt('--target', 'ours')
+const cpuProf = flag('--profile')
 const p = profile(quick)
 const scenarios = only.length ? SCENARIOS.filter((s) => only.some((o) => s.key.startsWith(o))) : SCENARIOS
 
@@ -62,7 +64,7 @@ async function measureScrypt(n) {
 
 async function start(kind, label) {
   log(`starting ${label}...`)
-  const server = kind === 'reference' ? await startPeer({ label }) : await startOurs({ db, label })
+  const server = kind === 'reference' ? await startPeer({ label }) : await startOurs({ db, label, cpuProf })
   await sleep(2000) // settle before the idle figure
   const idle = memory(server.pid)
   log(`${label}: pid ${server.pid} at ${server.url}, idle RSS ${fmt(idle.rssMiB)} MiB`)

@@ -65,7 +65,7 @@ function launch({ label, cmd, args, env, cwd, url, dataDir, cleanup }) {
 }
 
 /** Ours: `node dist/bin.js`, rate limits off, quiet logs, a temp data dir; SQLite or PostgreSQL. */
-export async function startOurs({ db = 'sqlite', label = 'ours' } = {}) {
+export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false } = {}) {
   const bin = path.join(ROOT, 'dist', 'bin.js')
   if (!existsSync(bin)) throw new Error('dist/bin.js missing: run `make build` first')
   const port = await freePort()
@@ -109,7 +109,8 @@ export async function startOurs({ db = 'sqlite', label = 'ours' } = {}) {
   const srv = launch({
     label,
     cmd: process.execPath,
-    args: [bin],
+    // --cpu-prof: a V8 CPU profile of the server, written when it stops (for `--profile`)
+    args: cpuProf ? ['--cpu-prof', '--cpu-prof-dir', path.join(RESULTS, 'profiles'), bin] : [bin],
     env,
     cwd: ROOT,
     url,
