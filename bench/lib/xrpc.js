@@ -22,7 +22,7 @@ export class Xrpc {
   /**
    * One call. `body` is a JS value (sent as JSON) or a Buffer (sent raw with `encoding`).
    * `post` makes a body-less call a POST (procedures without input).
-   * Returns the parsed JSON body, or { bytes } when `raw` is set. Throws XrpcError on non-2xx.
+   * Returns the parsed JSON body, or { bytes } when `raw` is set (the Buffer when raw is 'buffer'). Throws XrpcError on non-2xx.
    */
   async call(nsid, { params, body, token, encoding, raw, post, headers = {} } = {}) {
     let path = `/xrpc/${nsid}`
@@ -51,6 +51,7 @@ export class Xrpc {
       bodyTimeout: 120_000,
     })
     if (res.statusCode >= 200 && res.statusCode < 300) {
+      if (raw === 'buffer') return Buffer.from(await res.body.arrayBuffer())
       if (raw) {
         let bytes = 0
         for await (const chunk of res.body) bytes += chunk.length
