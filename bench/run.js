@@ -15,7 +15,7 @@ import { scrypt, randomBytes } from 'node:crypto'
 import { memory } from './lib/proc.js'
 import { fmt, median, table } from './lib/report.js'
 import { SCENARIOS, Target, profile, runScenario } from './lib/scenarios.js'
-import { RESULTS, startOurs, startPeer } from './lib/servers.js'
+import { RESULTS, killAll, startOurs, startPeer } from './lib/servers.js'
 
 const argv = process.argv.slice(2)
 const flag = (name) => argv.includes(name)
@@ -40,8 +40,16 @@ const scenarios = only.length ? SCENARIOS.filter((s) => only.some((o) => s.key.s
 const HARD_LIMIT_MIN = compare ? 60 : 30
 setTimeout(() => {
   process.stderr.write(`bench: hard limit of ${HARD_LIMIT_MIN} min reached, stopping\n`)
+  killAll()
   process.exit(3)
 }, HARD_LIMIT_MIN * 60_000).unref()
+
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    killAll()
+    process.exit(130)
+  })
+}
 
 const log = (msg) => process.stderr.write(`${msg}\n`)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))

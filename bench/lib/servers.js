@@ -42,11 +42,20 @@ async function waitHealthy(url, child, timeoutMs) {
   throw new Error(`server at ${url} not healthy within ${timeoutMs} ms`)
 }
 
+// every server this process started, so an interrupted or timed-out run never leaves one behind
+const live = new Set()
+export function killAll() {
+  for (const child of live) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+}
+process.on('exit', killAll)
+
 function launch({ label, cmd, args, env, cwd, url, dataDir, cleanup }) {
   mkdirSync(RESULTS, { recursive: true })
   const logFile = path.join(RESULTS, `${label}.server.log`)
   const log = createWriteStream(logFile)
   const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  live.add(child)
+  child.once('exit', () => live.delete(child))
   child.stdout.pipe(log)
   child.stderr.pipe(log)
   const stop = async () => {
