@@ -6,6 +6,7 @@
 //   node bench/run.js [--quick] [--db sqlite|postgres] [--only key,key] [--target ours|reference]
 //   node bench/run.js --compare [--quick] [--pairs 2] [--only key,key]
 //   --profile: ours runs with --cpu-prof (profiles in bench/results/profiles/)
+//   --ours-dir <checkout>: run ours from another built checkout
 //
 // Loopback only; every scenario runs for a fixed time or count and the run stops by itself.
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -33,6 +34,8 @@ const only = opt('--only', '')
   .filter(Boolean)
 const targetKind = opt('--target', 'ours')
 const cpuProf = flag('--profile')
+// another built checkout of ours (e.g. a branch to measure before it merges)
+const oursDir = opt('--ours-dir', undefined)
 const p = profile(quick)
 const scenarios = only.length ? SCENARIOS.filter((s) => only.some((o) => s.key.startsWith(o))) : SCENARIOS
 
@@ -72,7 +75,7 @@ async function measureScrypt(n) {
 
 async function start(kind, label) {
   log(`starting ${label}...`)
-  const server = kind === 'reference' ? await startPeer({ label }) : await startOurs({ db, label, cpuProf })
+  const server = kind === 'reference' ? await startPeer({ label }) : await startOurs({ db, label, cpuProf, dir: oursDir ? path.resolve(oursDir) : undefined })
   await sleep(2000) // settle before the idle figure
   const idle = memory(server.pid)
   log(`${label}: pid ${server.pid} at ${server.url}, idle RSS ${fmt(idle.rssMiB)} MiB`)

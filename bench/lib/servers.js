@@ -74,9 +74,9 @@ function launch({ label, cmd, args, env, cwd, url, dataDir, cleanup }) {
 }
 
 /** Ours: `node dist/bin.js`, rate limits off, quiet logs, a temp data dir; SQLite or PostgreSQL. */
-export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false } = {}) {
-  const bin = path.join(ROOT, 'dist', 'bin.js')
-  if (!existsSync(bin)) throw new Error('dist/bin.js missing: run `make build` first')
+export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false, dir = ROOT } = {}) {
+  const bin = path.join(dir, 'dist', 'bin.js')
+  if (!existsSync(bin)) throw new Error(`${bin} missing: run \`make build\` first`)
   const port = await freePort()
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'pds-bench-ours-'))
   const url = `http://127.0.0.1:${port}`
@@ -121,7 +121,7 @@ export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false
     // --cpu-prof: a V8 CPU profile of the server, written when it stops (for `--profile`)
     args: cpuProf ? ['--cpu-prof', '--cpu-prof-dir', path.join(RESULTS, 'profiles'), bin] : [bin],
     env,
-    cwd: ROOT,
+    cwd: dir,
     url,
     dataDir,
     cleanup,
