@@ -430,6 +430,13 @@ export const SCENARIOS = [
     name: 'firehose: 1 writer, 10 consumers',
     metric: 'events/s',
     setup: async (t) => {
+      // a plain GET tells a server without the firehose (501) from one that has it (it upgrades
+      // WebSockets only and answers this with some other error)
+      try {
+        await t.x.call('com.atproto.sync.subscribeRepos')
+      } catch (err) {
+        if (isNotImplemented(err)) throw new NotApplicable(err.message)
+      }
       const writer = await t.createAccount()
       let mode = 'createRecord'
       try {
