@@ -273,7 +273,7 @@ async function comparison() {
       fmt(r.reference.cpuMsPerOp, 2),
       Number.isFinite(r.cpuRatio) ? `x${fmt(r.cpuRatio, 2)}` : 'n/a',
       `${r.ours.errors}/${r.reference.errors}`,
-      r.ours.variant !== r.reference.variant ? `not comparable: ${r.ours.variant} vs ${r.reference.variant}` : '',
+      r.ours.variant && r.reference.variant && r.ours.variant !== r.reference.variant ? `not comparable: ${r.ours.variant} vs ${r.reference.variant}` : '',
     ]),
   )
   const memLine = `RSS MiB idle / after / peak: ours ${fmt(memA.idleMiB)} / ${fmt(memA.afterMiB)} / ${fmt(memA.peakMiB)}; reference ${fmt(memB.idleMiB)} / ${fmt(memB.afterMiB)} / ${fmt(memB.peakMiB)}; after ratio ours/ref x${fmt(memA.afterMiB / memB.afterMiB, 2)} (target <= x0.3)`
