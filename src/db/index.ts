@@ -40,7 +40,7 @@ export async function openDb(cfg: Config['db']): Promise<Db> {
     sqlite.pragma('synchronous = FULL')
     sqlite.pragma('foreign_keys = ON')
     sqlite.pragma('busy_timeout = 5000')
-    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) })
+    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
   } else {
     await ensureSchema(cfg.url, cfg.schema)
     const pool = new pg.Pool({
@@ -56,6 +56,30 @@ export async function openDb(cfg: Config['db']): Promise<Db> {
   const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
+}
+
+/**
+ * Kysely prepares every query anew; better-sqlite3 statements are reusable, so keep the prepared
+ * statement per SQL text (bounded, oldest out). A statement still iterating (a streamed query)
+ * is busy: then a fresh one is prepared. SQLite re-prepares cached statements by itself after a
+ * schema change.
+ */
+const STATEMENT_CACHE_SIZE = 500
+function withStatementCache(sqlite: SqliteDatabase.Database) {
+  const cache = new Map<string, SqliteDatabase.Statement>()
+  return {
+    close: () => sqlite.close(),
+    prepare(sql: string) {
+      const hit = cache.get(sql)
+      if (hit && !hit.busy) return hit
+      const stmt = sqlite.prepare(sql)
+      if (!hit) {
+        if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string)
+        cache.set(sql, stmt)
+      }
+      return stmt
+    },
+  }
 }
 
 async function ensureSchema(url: string, schema: string) {

@@ -1,0 +1,41 @@
+// The reference PDS for `make bench-compare`: @atproto/pds (through @atproto/dev-env's TestPds)
+// with dev-env's in-memory PLC in the same process, rate limits off, listening on loopback.
+// Usage: node server.mjs --port <port> --data <dir>
+// Prints one line `READY <url>` on stdout when it serves; SIGTERM/SIGINT stop it.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { TestPds, TestPlc } from '@atproto/dev-env'
+
+const args = process.argv.slice(2)
+const arg = (name) => {
+  const i = args.indexOf(name)
+  return i >= 0 ? args[i + 1] : undefined
+}
+const port = Number(arg('--port'))
+const data = arg('--data')
+if (!port || !data) {
+  process.stderr.write('usage: node server.mjs --port <port> --data <dir>\n')
+  process.exit(2)
+}
+
+await fs.mkdir(path.join(data, 'pds'), { recursive: true })
+const plc = await TestPlc.create({})
+const pds = await TestPds.create({
+  port,
+  hostname: 'localhost',
+  didPlcUrl: plc.url,
+  dataDirectory: path.join(data, 'pds'),
+  blobstoreDiskLocation: path.join(data, 'blobs'),
+  rateLimitsEnabled: false,
+})
+process.stdout.write(`READY ${pds.url}\n`)
+
+let stopping = false
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, () => {
+    if (stopping) return
+    stopping = true
+    setTimeout(() => process.exit(0), 3000).unref()
+    Promise.allSettled([pds.close(), plc.close()]).then(() => process.exit(0))
+  })
+}
