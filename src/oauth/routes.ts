@@ -411,6 +411,7 @@ export function oauthRoutes(deps: Deps): Router {
         if (err instanceof OAuthError) {
           res.setHeader('Cache-Control', 'no-store')
           if (err.error === 'invalid_dpop_proof') res.setHeader('WWW-Authenticate', `DPoP error="invalid_dpop_proof"`)
+          if (err.status === 503) res.setHeader('Retry-After', '5')
           return res.status(err.status).json({ error: err.error, error_description: err.description })
         }
         next(err)
