@@ -56,6 +56,9 @@ const named = {
   UpstreamFailure: 502,
   MethodNotImplemented: 501,
   UpstreamTimeout: 504,
+  // shared state this server depends on (the DPoP replay store in Redis, the database) is not
+  // answering right now; the request did nothing and may be retried
+  TemporarilyUnavailable: 503,
 } as const
 
 export type ErrorName = keyof typeof named

@@ -11,7 +11,7 @@ import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import type { Services } from './context.js'
-import { openDb } from './db/index.js'
+import { isConnectionLost, openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
@@ -23,6 +23,7 @@ import { DiskBlobStore } from './repo/blobstore.js'
 import { collectBlobs } from './repo/blobs.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
+import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
 import { RateLimits, type RateLimitTuning } from './auth/rate-limits.js'
 import { DidResolver } from './identity/did-resolver.js'
@@ -60,11 +61,24 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   const db = await openDb(config.db)
   const firehose = new Firehose(db, logger, {
     pollMs: 25,
+    safetyPollMs: 1000,
     retentionHours: config.firehoseRetentionHours,
     maxBuffer: 5000,
     ...opts.firehose,
   })
   await firehose.start()
+  // several processes on one PostgreSQL: a commit anywhere wakes every process's firehose
+  const wakeup =
+    config.db.kind === 'postgres'
+      ? new PgEventWakeup({
+          url: config.db.url,
+          schema: config.db.schema,
+          onWake: () => firehose.wake(),
+          onHealth: (ok) => firehose.setWakeupHealthy(ok),
+          logger,
+        })
+      : undefined
+  await wakeup?.start()
   const metrics = new Metrics(config.metrics)
   const services: Services = {
     firehose,
@@ -153,6 +167,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
         await crawlers.stop()
         metricsHttp?.close()
         await shutdown(http, services, api.xrpc)
+        await wakeup?.stop()
         redis?.disconnect()
       })()),
   }
@@ -286,6 +301,12 @@ function toXrpcError(err: unknown, logger: Logger): XRPCError {
     if (http.statusCode >= 400 && http.statusCode < 500) {
       return new XRPCError(400, http.message || 'Malformed request', 'InvalidRequest')
     }
+  }
+  // the database connection went away under this request (and could not be retried safely):
+  // say so plainly; the pool reconnects by itself
+  if (!(cause instanceof XRPCError) && isConnectionLost(cause)) {
+    logger.warn({ err: String(cause) }, 'database connection lost during a request')
+    return new XRPCError(503, 'Database connection lost; try again', 'TemporarilyUnavailable')
   }
   const x = XRPCError.fromError(err)
   if (x.statusCode === 500) logger.error({ err }, 'unhandled error')

@@ -9,6 +9,7 @@ import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Row } from './registry.js'
 import { verifySessionToken } from './session-tokens.js'
 import { DpopError, verifyDpopProof } from '../oauth/dpop.js'
+import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
 
 export type AccessCredentials = {
@@ -127,6 +128,10 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     if (err instanceof DpopError) {
       ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_dpop_proof"')
       throw xrpcError('InvalidToken', err.message)
+    }
+    if (err instanceof ReplayStoreUnavailable) {
+      ctx.res?.setHeader('Retry-After', '5')
+      throw xrpcError('TemporarilyUnavailable', 'DPoP proofs cannot be checked for replay right now; try again shortly')
     }
     throw err
   }

@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresAdapter, PostgresDialect, SqliteDialect } from 'kysely'
+import { Kysely, PostgresAdapter, PostgresDialect, SqliteDialect, type Transaction } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import pg from 'pg'
 import type { Config } from '../config.js'
@@ -50,8 +50,11 @@ export async function openDb(cfg: Config['db']): Promise<Db> {
     })
     // an idle client that loses its connection must not crash the process
     pool.on('error', () => {})
+    // nor one checked out between two queries of a transaction (pg-pool only listens while a
+    // client is idle): the loss surfaces on the next query, and the pool drops the client
+    pool.on('connect', (client) => client.on('error', () => {}))
     pgPool = pool
-    db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) })
+    db = retryLostTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }))
   }
   const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
@@ -80,6 +83,53 @@ function withStatementCache(sqlite: SqliteDatabase.Database) {
       return stmt
     },
   }
+}
+
+const TX_ATTEMPTS = 3
+
+/**
+ * true when `err` says the database connection went away (the server restarted, an operator ran
+ * pg_terminate_backend, the network dropped), as opposed to an answer about the query
+ */
+export function isConnectionLost(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | undefined
+  const code = typeof e?.code === 'string' ? e.code : ''
+  // 08xxx connection exceptions, 57P01-57P03 admin/crash shutdown and not accepting connections
+  if (/^08/.test(code) || code === '57P01' || code === '57P02' || code === '57P03') return true
+  if (code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'EPIPE' || code === 'ETIMEDOUT') return true
+  const msg = typeof e?.message === 'string' ? e.message : ''
+  return /Connection terminated|not queryable|Client was closed/i.test(msg)
+}
+
+/**
+ * Several processes share one PostgreSQL, and a connection can be cut under any of them. A
+ * transaction whose connection is lost before COMMIT was sent rolled back in full, so it is run
+ * again on a fresh connection (at most TX_ATTEMPTS times). One lost while committing is not:
+ * whether it committed is unknown, and the error goes to the caller.
+ */
+function retryLostTransactions(db: Kysely<Schema>): Kysely<Schema> {
+  const begin = db.transaction.bind(db)
+  db.transaction = () => {
+    const builder = begin()
+    const execute = builder.execute.bind(builder)
+    builder.execute = async <T>(fn: (trx: Transaction<Schema>) => Promise<T>): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        let committing = false
+        try {
+          return await execute(async (trx) => {
+            const out = await fn(trx)
+            committing = true
+            return out
+          })
+        } catch (err) {
+          if (committing || attempt >= TX_ATTEMPTS || !isConnectionLost(err)) throw err
+          await new Promise((r) => setTimeout(r, 25 * attempt))
+        }
+      }
+    }
+    return builder
+  }
+  return db
 }
 
 async function ensureSchema(url: string, schema: string) {

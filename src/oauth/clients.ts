@@ -1,6 +1,6 @@
 // OAuth clients (atproto OAuth profile): a loopback client (`http://localhost?redirect_uri=…&scope=…`,
 // nothing fetched) or a discoverable client whose client_id is the URL of its metadata document,
-// fetched once (size- and time-limited, no redirects) and cached. Private, loopback and link-local
+// fetched once (size- and time-limited, no redirects) and cached for ten minutes. Private, loopback and link-local
 // addresses are refused (SSRF) unless the server itself runs on localhost and the client is on
 // loopback.
 import { lookup } from 'node:dns'
@@ -22,9 +22,11 @@ export class ClientError extends Error {}
 const MAX_METADATA_BYTES = 64 * 1024
 const FETCH_TIMEOUT_MS = 5000
 const CACHE_MAX = 1000
+// per process: a client that changes its metadata is seen by every process within this long
+const CACHE_TTL_MS = 10 * 60 * 1000
 
 export class ClientResolver {
-  private cache = new Map<string, ClientMetadata>()
+  private cache = new Map<string, { metadata: ClientMetadata; expires: number }>()
   private agent: Agent
 
   constructor(private opts: { allowLoopbackHttp: boolean }) {
@@ -44,10 +46,11 @@ export class ClientResolver {
     }
     if (url.protocol === 'http:' && url.hostname === 'localhost' && !url.port) return loopbackClient(clientId, url)
     const cached = this.cache.get(clientId)
-    if (cached) return cached
+    if (cached && cached.expires > Date.now()) return cached.metadata
+    this.cache.delete(clientId)
     const metadata = await this.fetchMetadata(clientId, url)
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value as string)
-    this.cache.set(clientId, metadata)
+    this.cache.set(clientId, { metadata, expires: Date.now() + CACHE_TTL_MS })
     return metadata
   }
 

@@ -4,6 +4,9 @@ import { Redis } from 'ioredis'
 
 export const REPLAY_WINDOW_S = 60
 
+/** the shared store cannot answer (Redis down): the proof is refused, never waved through */
+export class ReplayStoreUnavailable extends Error {}
+
 export interface ReplayStore {
   /** true the first time `jti` is seen within the window; records it atomically */
   firstSeen(jti: string): Promise<boolean>
@@ -47,13 +50,20 @@ export class MemoryReplayStore implements ReplayStore {
 export class RedisReplayStore implements ReplayStore {
   private redis: Redis
   constructor(url: string, private prefix = 'pds:dpop:jti:') {
-    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true })
+    // a command waits for a reconnect a little (a blip), then fails: never longer than 2 s
+    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true, commandTimeout: 2000 })
     // connection errors surface on the calls that need the store; an idle reconnect must not crash
     this.redis.on('error', () => {})
   }
 
   async firstSeen(jti: string): Promise<boolean> {
-    const res = await this.redis.set(this.prefix + jti, '1', 'EX', REPLAY_WINDOW_S, 'NX')
+    let res: string | null
+    try {
+      res = await this.redis.set(this.prefix + jti, '1', 'EX', REPLAY_WINDOW_S, 'NX')
+    } catch (err) {
+      // fail closed: without the shared store a replayed proof could not be told from a fresh one
+      throw new ReplayStoreUnavailable(`DPoP replay store unavailable: ${(err as Error).message}`)
+    }
     return res === 'OK'
   }
 

@@ -9,6 +9,7 @@ import { findAccount, type Store } from '../account/store.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../account/password.js'
 import { ClientError, type ClientMetadata } from './clients.js'
 import { DpopError, verifyDpopProof } from './dpop.js'
+import { ReplayStoreUnavailable } from './replay.js'
 import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
 
@@ -92,6 +93,9 @@ export function oauthRoutes(deps: Deps): Router {
       oauth.replay,
     ).catch((err) => {
       if (err instanceof DpopError) throw new OAuthError(400, 'invalid_dpop_proof', err.message)
+      if (err instanceof ReplayStoreUnavailable) {
+        throw new OAuthError(503, 'temporarily_unavailable', 'DPoP proofs cannot be checked for replay right now; try again shortly')
+      }
       throw err
     })
 
@@ -407,6 +411,7 @@ export function oauthRoutes(deps: Deps): Router {
         if (err instanceof OAuthError) {
           res.setHeader('Cache-Control', 'no-store')
           if (err.error === 'invalid_dpop_proof') res.setHeader('WWW-Authenticate', `DPoP error="invalid_dpop_proof"`)
+          if (err.status === 503) res.setHeader('Retry-After', '5')
           return res.status(err.status).json({ error: err.error, error_description: err.description })
         }
         next(err)

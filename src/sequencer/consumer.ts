@@ -34,6 +34,9 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
   signal.addEventListener('abort', onAbort)
   try {
     let last = -1
+    // without a cursor the stream starts at the log's head now: the process's poller may not have
+    // read events committed (by any process) before this subscription yet, and they are not live
+    if (cursor === undefined) last = await hose.maxSeq()
     if (cursor !== undefined) {
       const newest = await hose.maxSeq()
       if (cursor > newest) {

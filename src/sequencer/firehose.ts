@@ -23,7 +23,14 @@ export function encodeEvent(row: Row): EncodedEvent {
   return { seq: row.seq, bytes }
 }
 
-export type FirehoseOptions = { pollMs: number; retentionHours: number; maxBuffer: number }
+export type FirehoseOptions = {
+  /** how often the log is read while consumers exist and no wake-up channel is healthy */
+  pollMs: number
+  /** with a healthy wake-up channel (PostgreSQL LISTEN), the log is still read this often, as a safety net */
+  safetyPollMs: number
+  retentionHours: number
+  maxBuffer: number
+}
 
 export type Listener = (ev: EncodedEvent) => void
 
@@ -34,6 +41,8 @@ export class Firehose {
   private again = false
   private timer: NodeJS.Timeout | undefined
   private pruneTimer: NodeJS.Timeout | undefined
+  private wakeupHealthy = false
+  private lastPollAt = 0
 
   constructor(
     private db: Db,
@@ -49,7 +58,11 @@ export class Firehose {
   async start() {
     // from here on every committed event reaches the live consumers
     this.lastSeq = await this.maxSeq()
-    this.timer = setInterval(() => this.listeners.size && this.notify(), this.opts.pollMs)
+    this.timer = setInterval(() => {
+      if (!this.listeners.size) return
+      if (this.wakeupHealthy && Date.now() - this.lastPollAt < this.opts.safetyPollMs) return
+      this.notify()
+    }, this.opts.pollMs)
     this.timer.unref()
     const prune = () =>
       this.prune().catch((err) => this.logger.error({ err }, 'firehose prune failed'))
@@ -82,6 +95,19 @@ export class Firehose {
       })
   }
 
+  /**
+   * another process (or this one) committed an event: the cross-process wake-up calls this. Only
+   * consumers need the read; without any, the next subscriber's first poll catches up.
+   */
+  wake() {
+    if (this.listeners.size) this.notify()
+  }
+
+  /** while a wake-up channel is healthy the timer only polls as a safety net */
+  setWakeupHealthy(healthy: boolean) {
+    this.wakeupHealthy = healthy
+  }
+
   /** `backlog` tells metrics how many events the listener holds unsent */
   subscribe(fn: Listener, backlog: () => number = () => 0): () => void {
     this.listeners.set(fn, backlog)
@@ -101,6 +127,7 @@ export class Firehose {
   }
 
   private async poll() {
+    this.lastPollAt = Date.now()
     for (;;) {
       const rows = await this.rowsAfter(this.lastSeq ?? 0, PAGE)
       for (const row of rows) {

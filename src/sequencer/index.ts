@@ -4,6 +4,7 @@
 import * as dagCbor from '@ipld/dag-cbor'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import { dialectOf, type AccountStatus, type EventTable, type Schema } from '../db/index.js'
+import { EVENT_CHANNEL } from './wakeup.js'
 
 const EVENT_LOCK = 7_340_001
 
@@ -18,7 +19,11 @@ export async function appendEvent(
   // PostgreSQL hands out sequence numbers before commit, so two transactions could commit their
   // events out of seq order and a reader could step past one not yet visible. One lock held from
   // here to commit makes seq order the commit order (SQLite writers are serialized already).
-  if (dialectOf(db) === 'postgres') await sql`select pg_advisory_xact_lock(${EVENT_LOCK})`.execute(db)
+  // The notification (delivered at commit, not before) wakes the firehose of every process
+  // sharing this schema (sequencer/wakeup.ts).
+  if (dialectOf(db) === 'postgres') {
+    await sql`select pg_advisory_xact_lock(${EVENT_LOCK}), pg_notify(${EVENT_CHANNEL}, current_schema())`.execute(db)
+  }
   const row = await db
     .insertInto('event')
     .values({ type, did, payload: dagCbor.encode(body), sequenced_at: new Date().toISOString() })

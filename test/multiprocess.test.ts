@@ -1,0 +1,284 @@
+// Two server processes (`node dist/bin.js`) on one PostgreSQL schema and one Redis, as an
+// operator runs them behind a load balancer: every race settles once across both, the firehose of
+// one process carries the other's writes in order without a gap, a takedown through one is
+// enforced by the other, and cutting their database connections mid-burst loses no acknowledged
+// write and needs no restart.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { rmSync } from 'node:fs'
+import { verifyRepoCar } from '@atproto/repo'
+import pg from 'pg'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { ADMIN_PASSWORD, describe, dialect, dropSchema, freePort, postgresUrl, redisUrl, tempDir, testEnv, xrpc } from './harness.js'
+import { subscribe, type Frame } from './firehose-client.js'
+import { ath, authorize, dpopGet, dpopKey, exchange } from './oauth-helpers.js'
+
+const BIN = new URL('../dist/bin.js', import.meta.url).pathname
+const d = dialect === 'postgres' && postgresUrl && redisUrl ? describe : describe.skip
+
+type Proc = { url: string; child: ChildProcess; stderr: string[]; exited: Promise<void> }
+
+function run(env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [BIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  const stderr: string[] = []
+  child.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()))
+  return {
+    url: `http://127.0.0.1:${env.PDS_PORT}`,
+    child,
+    stderr,
+    exited: new Promise<void>((resolve) => child.on('exit', () => resolve())),
+  }
+}
+
+async function waitHealthy(url: string) {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${url}/xrpc/_health`)).ok) return
+    } catch {}
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error(`${url} did not become healthy within 10 s`)
+}
+
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
+const basic = { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') }
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+d('several processes on one PostgreSQL and Redis', () => {
+  let a: Proc
+  let b: Proc
+  let envA: Record<string, string>
+  let publicUrl: string
+  const dir = tempDir()
+  // every connection of these two processes carries this name, so the fault test cuts only them
+  const appName = `pds_mp_${randomBytes(4).toString('hex')}`
+
+  beforeAll(async () => {
+    const [portA, portB] = [await freePort(), await freePort()]
+    publicUrl = `http://localhost:${portA}`
+    const dbUrl = postgresUrl! + (postgresUrl!.includes('?') ? '&' : '?') + `application_name=${appName}`
+    const shared = {
+      PDS_DB_POSTGRES_URL: dbUrl,
+      PDS_REDIS_URL: redisUrl!,
+      PDS_DPOP_REPLAY_STORE: 'redis',
+      PDS_PUBLIC_URL: publicUrl,
+    }
+    envA = await testEnv(portA, dir, shared)
+    const envB = await testEnv(portB, dir, { ...shared, PDS_DB_POSTGRES_SCHEMA: envA.PDS_DB_POSTGRES_SCHEMA })
+    a = run(envA)
+    await waitHealthy(a.url)
+    b = run(envB)
+    await waitHealthy(b.url)
+  })
+
+  afterAll(async () => {
+    for (const p of [a, b]) {
+      if (p && p.child.exitCode === null) {
+        p.child.kill('SIGTERM')
+        await p.exited
+      }
+    }
+    if (envA) await dropSchema(envA)
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  let n = 0
+  async function account(via: Proc) {
+    const handle = `mp${++n}-${randomBytes(3).toString('hex')}.test`
+    const res = await xrpc(via.url, 'com.atproto.server.createAccount', {
+      body: { handle, email: `${handle}@example.com`, password: 'multi process pw' },
+    })
+    expect(res.status, res.text).toBe(200)
+    return { handle, did: res.body.did as string, accessJwt: res.body.accessJwt as string, refreshJwt: res.body.refreshJwt as string }
+  }
+
+  const create = (via: Proc, acct: { did: string; accessJwt: string }, rkey: string, record: Record<string, unknown> = {}) =>
+    xrpc(via.url, 'com.atproto.repo.createRecord', {
+      headers: bearer(acct.accessJwt),
+      body: { repo: acct.did, collection: 'com.example.mp', rkey, record: { $type: 'com.example.mp', ...record } },
+    })
+
+  async function verifiedRepo(via: Proc, did: string) {
+    const car = new Uint8Array(await (await fetch(`${via.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)).arrayBuffer())
+    const doc = (await xrpc(via.url, 'com.atproto.identity.resolveDid', { params: { did } })).body.didDoc
+    return verifyRepoCar(car, did, 'did:key:' + doc.verificationMethod[0].publicKeyMultibase)
+  }
+
+  it('rotates a refresh token raced against both processes exactly once', async () => {
+    const acct = await account(a)
+    const tries = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        xrpc(i % 2 ? b.url : a.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(acct.refreshJwt) }),
+      ),
+    )
+    const ok = tries.filter((r) => r.status === 200)
+    expect(ok).toHaveLength(1)
+    for (const r of tries.filter((r) => r.status !== 200)) expect([r.status, r.body.error]).toEqual([401, 'ExpiredToken'])
+    // the one new pair works at both processes
+    expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(ok[0].body.accessJwt) })).status).toBe(200)
+    expect((await xrpc(a.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(ok[0].body.refreshJwt) })).status).toBe(200)
+  })
+
+  it('refuses at one process a DPoP proof the other already accepted', async () => {
+    const acct = await account(a)
+    const key = await dpopKey()
+    const sa = { url: a.url, publicUrl }
+    const sb = { url: b.url, publicUrl }
+    const { code, verifier } = await authorize(sa, key, { handle: acct.handle, password: 'multi process pw' })
+    // the code is issued by A and redeemed at B: the store is shared
+    const tokens = (await exchange(sb, key, code, verifier)).json
+    expect(tokens.access_token).toBeTruthy()
+    const proof = await key.proof('GET', `${publicUrl}/xrpc/com.atproto.server.getSession`, { ath: ath(tokens.access_token) })
+    expect((await dpopGet(sa, key, tokens.access_token, 'com.atproto.server.getSession', {}, proof)).status).toBe(200)
+    const replay = await dpopGet(sb, key, tokens.access_token, 'com.atproto.server.getSession', {}, proof)
+    expect([replay.status, replay.json.error]).toEqual([401, 'InvalidToken'])
+    expect((await dpopGet(sb, key, tokens.access_token, 'com.atproto.server.getSession')).status).toBe(200)
+  })
+
+  it('turns 8 clients writing one repository through both processes into one linear commit chain', async () => {
+    const acct = await account(a)
+    const live = await subscribe(b.url)
+    const per = 6
+    const results = await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        const out = []
+        for (let i = 0; i < per; i++) out.push(await create((w + i) % 2 ? b : a, acct, `c${w}n${i}`, { w, i }))
+        return out
+      }),
+    )
+    const all = results.flat()
+    for (const r of all) expect(r.status, r.text).toBe(200)
+    const verified = await verifiedRepo(b, acct.did)
+    expect(verified.creates.map((c) => c.rkey).sort()).toEqual(all.map((r) => r.body.uri.split('/').pop()).sort())
+
+    // each commit builds on the one before: its `since` is the previous rev, revs strictly rise
+    const mine = (f: Frame[]) => f.filter((x) => x.t === '#commit' && x.body.repo === acct.did)
+    await live.until((f) => mine(f).length >= 8 * per)
+    live.close()
+    const commits = mine(live.frames)
+    expect(commits).toHaveLength(8 * per)
+    const replay = await subscribe(a.url, 0)
+    await replay.until((f) => mine(f).length >= 8 * per + 1)
+    replay.close()
+    const chain = mine(replay.frames)
+    expect(chain[0].body.since).toBeNull()
+    for (let i = 1; i < chain.length; i++) {
+      expect(chain[i].body.since).toBe(chain[i - 1].body.rev)
+      expect(chain[i].body.rev > chain[i - 1].body.rev).toBe(true)
+    }
+    expect(chain.at(-1)!.body.commit.toString()).toBe(
+      (await xrpc(a.url, 'com.atproto.sync.getLatestCommit', { params: { did: acct.did } })).body.cid,
+    )
+  })
+
+  it("delivers to a consumer on B what A and B write, promptly, in order and without a gap", async () => {
+    const acct = await account(a)
+    const consumer = await subscribe(b.url)
+    // sequential writes through A: each one's commit is on B's stream soon after A acknowledged it
+    const lags: number[] = []
+    for (let i = 0; i < 15; i++) {
+      const r = await create(a, acct, `s${i}`)
+      expect(r.status).toBe(200)
+      const acked = Date.now()
+      await consumer.until((f) => f.some((x) => x.t === '#commit' && x.body.rev === r.body.commit.rev), 5000)
+      lags.push(Date.now() - acked)
+    }
+    lags.sort((x, y) => x - y)
+    // without the cross-process wake-up B would only notice on its 1 s safety poll
+    expect(lags[Math.floor(lags.length / 2)]).toBeLessThan(300)
+
+    // concurrent writes through both: B's live stream is exactly the log, seq by seq
+    await Promise.all(
+      Array.from({ length: 6 }, async (_, w) => {
+        for (let i = 0; i < 5; i++) expect((await create(w % 2 ? a : b, acct, `p${w}n${i}`)).status).toBe(200)
+      }),
+    )
+    const total = 15 + 30
+    const mine = (f: Frame[]) => f.filter((x) => x.t === '#commit' && x.body.repo === acct.did)
+    await consumer.until((f) => mine(f).length >= total)
+    consumer.close()
+    const seqs = consumer.frames.map((f) => f.body.seq as number)
+    const first = seqs[0]
+    const last = seqs.at(-1)!
+    expect(seqs).toEqual(Array.from({ length: last - first + 1 }, (_, i) => first + i))
+    const truth = await subscribe(a.url, first - 1)
+    await truth.until((f) => f.some((x) => x.body.seq === last))
+    truth.close()
+    expect(truth.frames.map((f) => f.body.seq).filter((s) => s <= last)).toEqual(seqs)
+  })
+
+  it('enforces a takedown done through A at B on the next request', async () => {
+    const acct = await account(a)
+    expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })).status).toBe(200)
+    const subject = { $type: 'com.atproto.admin.defs#repoRef', did: acct.did }
+    const down = await xrpc(a.url, 'com.atproto.admin.updateSubjectStatus', { headers: basic, body: { subject, takedown: { applied: true } } })
+    expect(down.status).toBe(200)
+    const s = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
+    expect([s.status, s.body.error]).toEqual([403, 'AccountTakedown'])
+    const w = await create(b, acct, 'after-takedown')
+    expect([w.status, w.body.error]).toEqual([403, 'AccountTakedown'])
+    const login = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: 'multi process pw' } })
+    expect([login.status, login.body.error]).toEqual([401, 'AccountTakedown'])
+  })
+
+  it('survives its PostgreSQL connections being terminated mid-burst: no 500, nothing acknowledged lost', async () => {
+    const acct = await account(a)
+    const consumer = await subscribe(b.url)
+    const admin = new pg.Client({ connectionString: postgresUrl })
+    await admin.connect()
+    const terminate = async () => {
+      const r = await admin.query(
+        'select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1 and pid <> pg_backend_pid()',
+        [appName],
+      )
+      return r.rowCount ?? 0
+    }
+    const acked: { rkey: string; cid: string }[] = []
+    const failures: { status: number; error?: string }[] = []
+    let killed = 0
+    try {
+      const writer = async (w: number) => {
+        for (let i = 0; i < 25; i++) {
+          const rkey = `f${w}n${i}`
+          const r = await create(w % 2 ? b : a, acct, rkey)
+          if (r.status === 200) acked.push({ rkey, cid: r.body.cid })
+          else failures.push({ status: r.status, error: r.body?.error })
+        }
+      }
+      const burst = Promise.all([0, 1, 2, 3].map(writer))
+      for (const at of [10, 40]) {
+        for (let i = 0; i < 400 && acked.length < at; i++) await sleep(10)
+        killed += await terminate()
+      }
+      await burst
+    } finally {
+      await admin.end()
+    }
+    expect(killed).toBeGreaterThan(0)
+    // a failure, if any, is the clear temporary one, never an internal error
+    for (const f of failures) expect(f).toEqual({ status: 503, error: 'TemporarilyUnavailable' })
+    expect(acked.length + failures.length).toBe(100)
+    expect(acked.length).toBeGreaterThanOrEqual(90)
+    // both processes are still up and reconnected by themselves
+    expect(a.child.exitCode).toBeNull()
+    expect(b.child.exitCode).toBeNull()
+    expect((await fetch(`${a.url}/xrpc/_health`)).status).toBe(200)
+    expect((await fetch(`${b.url}/xrpc/_health`)).status).toBe(200)
+    for (const a2 of acked) {
+      const r = await xrpc(b.url, 'com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'com.example.mp', rkey: a2.rkey } })
+      expect(r.status, a2.rkey).toBe(200)
+      expect(r.body.cid).toBe(a2.cid)
+    }
+    const verified = await verifiedRepo(a, acct.did)
+    const inRepo = new Set(verified.creates.map((c) => c.rkey))
+    for (const a2 of acked) expect(inRepo.has(a2.rkey)).toBe(true)
+    // the firehose wake-up reconnected too: a write through A reaches B's consumer promptly
+    await sleep(500)
+    const after = await create(a, acct, 'after-fault')
+    expect(after.status).toBe(200)
+    const t0 = Date.now()
+    await consumer.until((f) => f.some((x) => x.t === '#commit' && x.body.rev === after.body.commit.rev), 5000)
+    expect(Date.now() - t0).toBeLessThan(600)
+    consumer.close()
+  })
+})
