@@ -12,6 +12,7 @@ import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { subscribe, type Frame } from './firehose-client.js'
 
@@ -477,5 +478,107 @@ describe('account migration', () => {
     // other bearer tokens leave public reads anonymous
     const other = await call(origin, 'com.atproto.sync.getRepo', 'not-a-jwt', { params: { did: 'did:plc:unknownunknownunknown234' } })
     expect(other.body.error).toBe('RepoNotFound')
+  })
+  it('accepts a commit signed by a key the DID named earlier (PLC audit log), re-signs it, and emits #sync beyond 200 ops', async () => {
+    // an identity the test controls: genesis naming an old repository key, registered upstream
+    const rotation = await Secp256k1Keypair.create({ exportable: true })
+    const oldKey = await Secp256k1Keypair.create({ exportable: true })
+    const genesis: UnsignedPlcOp = {
+      type: 'plc_operation',
+      rotationKeys: [rotation.did()],
+      verificationMethods: { atproto: oldKey.did() },
+      alsoKnownAs: ['at://big.test'],
+      services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://old.example.com' } },
+      prev: null,
+    }
+    const g = await signOp(genesis, rotation)
+    const did = didForGenesis(g)
+    expect((await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(g) })).status).toBe(200)
+    const reservedKey = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
+    const update = await signOp(
+      {
+        ...genesis,
+        verificationMethods: { atproto: `did:key:${reservedKey}` },
+        services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: dest.env.PDS_PUBLIC_URL } },
+        prev: await opCid(g),
+      },
+      rotation,
+    )
+    expect((await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(update) })).status).toBe(200)
+    const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
+      body: { handle: 'big.test', email: 'big@example.com', password: PASSWORD, did, plcOp: update },
+    })
+    expect(joined.status).toBe(200)
+
+    // a 250-record repository signed with the old key
+    const storage = new MemoryBlockstore()
+    const writes = Array.from({ length: 250 }, (_, i) => ({
+      action: WriteOpAction.Create as const,
+      collection: 'com.example.post',
+      rkey: `k${String(i).padStart(4, '0')}`,
+      record: { text: `big ${i}` },
+    }))
+    const repo = await Repo.create(storage, did, oldKey, writes)
+    const res = await importCar(joined.body.accessJwt, await blocksToCarFile(repo.cid, storage.blocks))
+    expect(res.status).toBe(200)
+    expect((await call(dest, 'com.atproto.server.activateAccount', joined.body.accessJwt, { method: 'POST' })).status).toBe(200)
+
+    const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
+    expect((await verifyRepoCar(car.bytes, did, `did:key:${reservedKey}`)).creates).toHaveLength(250)
+    const hose = await subscribe(dest.url, 0)
+    try {
+      await hose.until((f) => types(f, did).length >= 4)
+      expect(types(hose.frames, did)).toEqual(['#identity', '#account:false', '#sync', '#account:true'])
+    } finally {
+      hose.close()
+    }
+  })
+
+  it('signs PLC operations over the latest one, following the handle, and refuses a bad token', async () => {
+    const acct = await call(origin, 'com.atproto.server.createAccount', undefined, {
+      body: { handle: 'signer.test', email: 'signer@example.com', password: PASSWORD },
+    })
+    const { did, accessJwt: jwt } = acct.body
+    const bad = await call(origin, 'com.atproto.identity.signPlcOperation', jwt, { body: { token: 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' } })
+    expect([bad.status, bad.body.error]).toEqual([401, 'InvalidToken'])
+    const n = sink.received.length
+    await call(origin, 'com.atproto.identity.requestPlcOperationSignature', jwt, { method: 'POST' })
+    await sink.waitFor(n + 1)
+    const mail = sink.received[sink.received.length - 1].body
+    expect(mail.to).toBe('signer@example.com')
+    expect(mail.text).toContain('15 minutes')
+    const db = origin.services.db
+    const latest = await db.selectFrom('plc_operation').selectAll().where('did', '=', did).orderBy('seq', 'desc').executeTakeFirstOrThrow()
+    const res = await call(origin, 'com.atproto.identity.signPlcOperation', jwt, {
+      body: { token: sink.tokenFor('signer@example.com').toLowerCase(), alsoKnownAs: ['at://signed.test'], rotationKeys: [(await Secp256k1Keypair.create()).did()] },
+    })
+    expect(res.status).toBe(200)
+    expect(res.body.operation.prev).toBe(latest.cid)
+    // omitted fields carried forward
+    expect(res.body.operation.services).toEqual(JSON.parse(latest.operation).services)
+    const stored = await db.selectFrom('plc_operation').selectAll().where('did', '=', did).orderBy('seq', 'desc').executeTakeFirstOrThrow()
+    expect(stored.seq).toBe(latest.seq + 1)
+    expect(JSON.parse(stored.operation)).toEqual(res.body.operation)
+    // published upstream; the handle follows alsoKnownAs[0]
+    expect((await (await fetch(`${plcUrl}/${did}/log`)).json()).length).toBe(2)
+    const session = await call(origin, 'com.atproto.server.getSession', jwt)
+    expect(session.body.handle).toBe('signed.test')
+    // the server's own rotation key was removed: accepted, and now it can sign nothing more
+    await call(origin, 'com.atproto.identity.requestPlcOperationSignature', jwt, { method: 'POST' })
+    await sink.waitFor(n + 2)
+    const after = await call(origin, 'com.atproto.identity.signPlcOperation', jwt, { body: { token: sink.tokenFor('signer@example.com') } })
+    expect(after.status).toBe(400)
+  })
+
+  it('reserves for the caller when authenticated and needs a did otherwise', async () => {
+    const anon = await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: {} })
+    expect([anon.status, anon.body.error]).toEqual([400, 'InvalidRequest'])
+    const acct = await call(dest, 'com.atproto.server.createAccount', undefined, {
+      body: { handle: 'reserver.test', email: 'reserver@example.com', password: PASSWORD },
+    })
+    const res = await call(dest, 'com.atproto.server.reserveSigningKey', acct.body.accessJwt, { body: { did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' } })
+    expect(res.status).toBe(200)
+    const row = await dest.services.db.selectFrom('reserved_signing_key').selectAll().where('public_key_multibase', '=', res.body.signingKey).executeTakeFirstOrThrow()
+    expect(row.did).toBe(acct.body.did)
   })
 })
