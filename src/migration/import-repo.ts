@@ -14,7 +14,7 @@ import { xrpcError } from '../errors.js'
 import { appendCommitOrSync, type CommitOp } from '../repo/events.js'
 import { blobRefs } from '../repo/prepare.js'
 import { SqlRepoStorage } from '../repo/storage.js'
-import { lockRoot, signingKeyFor } from '../repo/writer.js'
+import { signingKeyFor } from '../repo/writer.js'
 
 /** test-only fault injection: called inside the import transaction once the records are indexed */
 export type ImportHooks = { afterRecordsIndexed?: (did: string) => void | Promise<void> }
@@ -87,7 +87,10 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
   kept.addMap(resigned.newBlocks)
 
   return db.transaction().execute(async (trx) => {
-    await lockRoot(trx, db.dialect, did)
+    // the account row always exists (repo_root may not yet): concurrent imports queue on it
+    let lock = trx.selectFrom('account').select('did').where('did', '=', did)
+    if (db.dialect === 'postgres') lock = lock.forUpdate()
+    await lock.executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
