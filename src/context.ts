@@ -9,6 +9,10 @@ import type { OAuthServices } from './oauth/index.js'
 import type { Mailer } from './mail/index.js'
 import type { BlobStore } from './repo/blobstore.js'
 import type { Metrics } from './metrics.js'
+import type { ImportHooks } from './migration/import-repo.js'
+
+/** fault injection for tests (StartOptions.testHooks); never set in production */
+export type TestHooks = { importRepo?: ImportHooks }
 
 export type Services = {
   config: Config
@@ -25,4 +29,5 @@ export type Services = {
   blobstore: BlobStore
   /** Prometheus counters; modules bump theirs (e.g. metrics.emailFailures.inc()) */
   metrics: Metrics
+  testHooks?: TestHooks
 }

@@ -10,7 +10,7 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
-import type { Services } from './context.js'
+import type { Services, TestHooks } from './context.js'
 import { isConnectionLost, openDb } from './db/index.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
@@ -53,6 +53,8 @@ export type StartOptions = {
   rateLimits?: RateLimitTuning
   crawlers?: Partial<CrawlerOptions>
   http?: Partial<HttpLimits>
+  /** fault injection for tests only */
+  testHooks?: TestHooks
 }
 
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
@@ -91,6 +93,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     oauth: await createOAuthServices(config),
     mailer: countFailures(createMailer(config.email, logger), metrics),
     blobstore: new DiskBlobStore(config.blobDir),
+    testHooks: opts.testHooks,
   }
   // one connection for shared state (rate-limit counters); commands fail fast while it is down
   const redis = config.redisUrl

@@ -60,6 +60,13 @@ import syncGetRepo from './com/atproto/sync/getRepo.js'
 import syncGetRepoStatus from './com/atproto/sync/getRepoStatus.js'
 import syncListBlobs from './com/atproto/sync/listBlobs.js'
 import syncListRepos from './com/atproto/sync/listRepos.js'
+import requestAccountMigrate from './com/atproto/server/requestAccountMigrate.js'
+import reserveSigningKey from './com/atproto/server/reserveSigningKey.js'
+import identityRequestPlcOperationSignature from './com/atproto/identity/requestPlcOperationSignature.js'
+import identitySignPlcOperation from './com/atproto/identity/signPlcOperation.js'
+import repoImportRepo from './com/atproto/repo/importRepo.js'
+import repoListMissingBlobs from './com/atproto/repo/listMissingBlobs.js'
+import syncListMissingBlobs from './com/atproto/sync/listMissingBlobs.js'
 
 const handlers: ((api: Server, s: Services) => void)[] = [
   createAccount,
@@ -119,6 +126,14 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   syncListRepos,
   getPreferences,
   putPreferences,
+  // account migration (part 2 §4.8 to §4.10)
+  requestAccountMigrate,
+  identityRequestPlcOperationSignature,
+  identitySignPlcOperation,
+  reserveSigningKey,
+  repoImportRepo,
+  repoListMissingBlobs,
+  syncListMissingBlobs,
 ]
 
 /** mounts the handlers and returns the method ids they registered */

@@ -11,6 +11,7 @@ import { verifySessionToken } from './session-tokens.js'
 import { DpopError, verifyDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
+import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
 
 export type AccessCredentials = {
   type: 'access'
@@ -29,7 +30,7 @@ export type RefreshCredentials = {
   jti: string
   appPasswordName: string | null
 }
-export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials
+export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
 /** what a handler's `auth` is, by the check its registry row names */
@@ -37,6 +38,8 @@ export type AccessAuth = AuthOutput<AccessCredentials>
 export type RefreshAuth = AuthOutput<RefreshCredentials>
 export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
 export type AdminAuth = AuthOutput<{ type: 'admin' }>
+/** public reads that also take the migration token of part 2 §4.8 (registry column migrationToken) */
+export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 
 export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'>
 
@@ -45,7 +48,13 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
   const none = async (): Promise<AuthOutput> => ({ credentials: { type: 'none' } })
   switch (row.check) {
     case 'none':
-      return none
+      if (!row.migrationToken) return none
+      return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
+        const header = ctx.req.headers.authorization
+        if (!header || !/^bearer /i.test(header)) return none()
+        const creds = await verifyMigrationToken(deps, header.slice(7).trim())
+        return { credentials: creds ?? { type: 'none' } }
+      }
     case 'admin':
       return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
         verifyAdmin(ctx.req.headers.authorization, deps.config.adminPassword)

@@ -13,6 +13,7 @@ import * as m002 from './migrations/002-accounts.js'
 import * as m003 from './migrations/003-repos.js'
 import * as m004 from './migrations/004-oauth.js'
 import * as m005 from './migrations/005-preferences.js'
+import * as m006 from './migrations/006-migration.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<Schema> & { dialect: Dialect; /** PostgreSQL only: for pool metrics */ pool?: pg.Pool }
@@ -24,6 +25,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '003-repos': m003,
   '004-oauth': m004,
   '005-preferences': m005,
+  '006-migration': m006,
 }
 
 // PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.

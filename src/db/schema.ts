@@ -20,6 +20,8 @@ export interface AccountTable {
   /** base64 scrypt salt shared by the account's app passwords (null until the first one) */
   app_password_salt: Generated<string | null>
   invite_note: Generated<string | null>
+  /** migrating-out: the destination DID the migration token is for (migration 006) */
+  migration_destination?: Generated<string | null>
 }
 
 export interface RefreshTokenTable {
@@ -168,6 +170,14 @@ export interface BlobTable {
   created_at: string
 }
 
+/** part 2 §2.8: keyed by DID, no link to an account; consumed by createAccount */
+export interface ReservedSigningKeyTable {
+  did: string
+  private_key_hex: string
+  public_key_multibase: string
+  created_at: string
+}
+
 export interface AccountPrefTable {
   id: Generated<number>
   did: string
@@ -193,4 +203,5 @@ export interface Schema {
   record: RecordTable
   record_blob: RecordBlobTable
   blob: BlobTable
+  reserved_signing_key: ReservedSigningKeyTable
 }

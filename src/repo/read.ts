@@ -23,12 +23,12 @@ export async function readableRepo(db: Store, repo: string): Promise<AccountRow>
 }
 
 /** sync.* reads: RepoNotFound / RepoTakendown / RepoDeactivated as the sync lexicons name them */
-export async function syncRepo(db: Store, did: string) {
+export async function syncRepo(db: Store, did: string, opts: { allowDeactivated?: boolean } = {}) {
   const account = await findRepoAccount(db, did)
   const root = account && (await db.selectFrom('repo_root').selectAll().where('did', '=', did).executeTakeFirst())
   if (!account || !root) throw xrpcError('RepoNotFound', `Could not find repo for DID: ${did}`)
   if (account.status === 'takendown') throw xrpcError('RepoTakendown', `Repo has been taken down: ${did}`)
-  if (account.status === 'deactivated') throw xrpcError('RepoDeactivated', `Repo has been deactivated: ${did}`)
+  if (account.status === 'deactivated' && !opts.allowDeactivated) throw xrpcError('RepoDeactivated', `Repo has been deactivated: ${did}`)
   return { account, root }
 }
 

@@ -6,12 +6,15 @@ import { parseCid } from '@atproto/lex-data'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { syncRepo } from '../../../../repo/read.js'
+import type { MigrationAuth } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getRepo(async ({ params }) => {
+  api.com.atproto.sync.getRepo<MigrationAuth>(async ({ auth, params }) => {
+    // the migration token of the account itself reads its repository even while deactivated
+    const allowDeactivated = auth.credentials.type === 'migration' && auth.credentials.did === params.did
     // one transaction: the root and its blocks are one consistent snapshot
     const { root, rows } = await db.transaction().execute(async (trx) => {
-      const { root } = await syncRepo(trx, params.did)
+      const { root } = await syncRepo(trx, params.did, { allowDeactivated })
       let q = trx.selectFrom('repo_block').select(['cid', 'content']).where('did', '=', params.did)
       if (params.since) q = q.where('repo_rev', '>', params.since)
       return { root, rows: await q.execute() }

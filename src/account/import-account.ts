@@ -1,0 +1,170 @@
+// Accounts that arrive with an existing DID (part 2 §4.9): the reserved signing key and
+// createAccount with `did` + `plcOp`. The account starts deactivated and migrating-in, with no
+// repository until importRepo. (The standard atproto migration, createAccount with `did` and a
+// service-auth token, is meant to slot in beside createMigratingAccount and reuse insertImported.)
+import { Secp256k1Keypair } from '@atproto/crypto'
+import type { Services } from '../context.js'
+import type { Db } from '../db/index.js'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { appendOp, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
+import { accountEvent, identityEvent } from '../sequencer/index.js'
+import { mintPair } from '../auth/session-tokens.js'
+import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
+import { checkEmail, checkServiceHandle } from './handles.js'
+import { storeRefreshRecord, type Store } from './store.js'
+import { useInviteCode } from './invites.js'
+
+export const PLC_DID = /^did:plc:[a-z2-7]{24}$/
+
+/** a new keypair for `did`, replacing any earlier reservation; returns the Multikey public key */
+export async function reserveSigningKey(db: Db, did: string): Promise<string> {
+  const key = await Secp256k1Keypair.create({ exportable: true })
+  const values = {
+    private_key_hex: Buffer.from(await key.export()).toString('hex'),
+    public_key_multibase: key.did().replace(/^did:key:/, ''),
+    created_at: new Date().toISOString(),
+  }
+  await db
+    .insertInto('reserved_signing_key')
+    .values({ did, ...values })
+    .onConflict((oc) => oc.column('did').doUpdateSet(values))
+    .execute()
+  return values.public_key_multibase
+}
+
+export type MigratingAccountInput = {
+  did: string
+  plcOp: unknown
+  handle: string
+  email?: string
+  password?: string
+  inviteCode?: string
+}
+
+type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys'>
+
+export async function createMigratingAccount(deps: Deps, input: MigratingAccountInput) {
+  const { config, db } = deps
+  // the checks of part 2 §4.9, in order
+  if (!PLC_DID.test(input.did)) throw xrpcError('InvalidRequest', 'did must be a did:plc')
+  const did = input.did
+  if (await db.selectFrom('account').select('did').where('did', '=', did).executeTakeFirst()) {
+    throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
+  }
+  const reserved = await db.selectFrom('reserved_signing_key').selectAll().where('did', '=', did).executeTakeFirst()
+  if (!reserved) throw xrpcError('MissingReservedKey', 'No signing key is reserved for this DID')
+  const op = checkPlcOp(input.plcOp, {
+    signingKey: `did:key:${reserved.public_key_multibase}`,
+    endpoint: config.publicUrl,
+    handle: input.handle.toLowerCase(),
+  })
+  // step 5: the operation's signature is not verified (the PLC directory already accepted it)
+
+  const handle = checkServiceHandle(input.handle, config.handleDomains)
+  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
+  const email = checkEmail(input.email)
+  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
+  if (input.password.length > MAX_PASSWORD_LENGTH) {
+    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
+  }
+  const inviteCode = input.inviteCode?.trim()
+  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
+  const taken = await db
+    .selectFrom('account')
+    .select(['handle', 'email'])
+    .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
+    .execute()
+  if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+  if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
+
+  const passwordHash = await hashPassword(input.password)
+  const tokens = await mintPair(deps.tokenKeys, did)
+  try {
+    await db.transaction().execute(async (trx) => {
+      if (inviteCode) await useInviteCode(trx, inviteCode, did)
+      await insertImported(trx, { did, handle, email, passwordHash })
+      await trx
+        .insertInto('signing_key')
+        .values({ did, private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase })
+        .execute()
+      // conditional: of two concurrent creations with one reservation, one gets it
+      const took = await trx.deleteFrom('reserved_signing_key').where('did', '=', did).where('private_key_hex', '=', reserved.private_key_hex).executeTakeFirst()
+      if (!Number(took.numDeletedRows)) throw xrpcError('MissingReservedKey', 'The reserved signing key changed meanwhile; reserve again')
+      await appendOp(trx, did, 0, op)
+      await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
+      await identityEvent(trx, did, handle)
+      await accountEvent(trx, did, 'deactivated')
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
+    if (isUniqueViolation(err)) throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
+    throw err
+  }
+  return { did, handle, tokens, didDoc: renderDidDoc(did, op) }
+}
+
+/** the account row of an account that moves in: deactivated, migrating-in, no repository yet */
+export async function insertImported(
+  trx: Store,
+  a: { did: string; handle: string; email: string | null; passwordHash: string | null },
+) {
+  await trx
+    .insertInto('account')
+    .values({
+      did: a.did,
+      handle: a.handle,
+      email: a.email,
+      email_confirmed_at: null,
+      password_hash: a.passwordHash,
+      status: 'deactivated',
+      migration_state: 'migrating-in',
+      created_at: new Date().toISOString(),
+      status_changed_at: null,
+      takedown_ref: null,
+      invites_disabled: 0,
+    })
+    .execute()
+}
+
+/** step 4 of part 2 §4.9: the operation must name the reserved key, this server and the handle */
+function checkPlcOp(raw: unknown, want: { signingKey: string; endpoint: string; handle: string }): SignedPlcOp {
+  const bad = (why: string) => xrpcError('IncompatibleDidDoc', `plcOp: ${why}`)
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw bad('must be an object')
+  const op = raw as Record<string, any>
+  if (op.type !== 'plc_operation') throw bad('type must be plc_operation')
+  if (typeof op.sig !== 'string' || !op.sig) throw bad('sig must be a non-empty string')
+  if (typeof op.prev !== 'string' || !op.prev) throw bad('prev must name the previous operation')
+  if (!Array.isArray(op.rotationKeys) || !op.rotationKeys.length || !op.rotationKeys.every((k: unknown) => typeof k === 'string')) {
+    throw bad('rotationKeys must be a non-empty array of strings')
+  }
+  const vm = op.verificationMethods
+  if (!vm || typeof vm !== 'object' || Array.isArray(vm) || !Object.values(vm).every((v) => typeof v === 'string')) {
+    throw bad('verificationMethods must map names to did:key strings')
+  }
+  if (vm.atproto !== want.signingKey) {
+    throw xrpcError('MismatchedSigningKey', 'The operation\'s atproto key is not the key reserved on this server')
+  }
+  const svcs = op.services
+  if (!svcs || typeof svcs !== 'object' || Array.isArray(svcs)) throw bad('services must be a map')
+  const pds = svcs.atproto_pds
+  if (!pds || typeof pds !== 'object' || typeof pds.endpoint !== 'string') throw bad('services.atproto_pds is missing')
+  if (pds.endpoint.replace(/\/+$/, '') !== want.endpoint) {
+    throw xrpcError('MismatchedServiceEndpoint', `The operation's atproto_pds endpoint is not ${want.endpoint}`)
+  }
+  if (pds.type !== 'AtprotoPersonalDataServer') throw bad('services.atproto_pds must have type AtprotoPersonalDataServer')
+  if (!Array.isArray(op.alsoKnownAs) || !op.alsoKnownAs.every((a: unknown) => typeof a === 'string')) {
+    throw bad('alsoKnownAs must be an array of strings')
+  }
+  if (String(op.alsoKnownAs[0]).toLowerCase() !== `at://${want.handle}`) throw bad(`alsoKnownAs[0] must be at://${want.handle}`)
+  return {
+    type: 'plc_operation',
+    rotationKeys: op.rotationKeys,
+    verificationMethods: vm,
+    alsoKnownAs: op.alsoKnownAs,
+    services: svcs,
+    prev: op.prev,
+    sig: op.sig,
+  }
+}

@@ -1,0 +1,12 @@
+// com.atproto.identity.signPlcOperation (part 2 §4.8): the email token buys one operation signed
+// with this server's rotation key over the latest one.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { signPlcOperation } from '../../../../migration/plc-operation.js'
+
+export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'rotationKey' | 'logger'>) =>
+  api.com.atproto.identity.signPlcOperation<AccessAuth>(async ({ auth, input }) => {
+    const operation = await signPlcOperation(deps, auth.credentials.account, input.body)
+    return { encoding: 'application/json', body: { operation } }
+  })

@@ -1,0 +1,12 @@
+// com.atproto.server.requestAccountMigrate (part 2 §4.8): resolve the destination, mark the account
+// migrating-out, hand back the 60-minute migration token.
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AccessAuth } from '../../../../auth/verifier.js'
+import { startMigrationOut } from '../../../../migration/origin.js'
+
+export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger'>) =>
+  api.com.atproto.server.requestAccountMigrate<AccessAuth>(async ({ auth, input }) => {
+    const out = await startMigrationOut(deps, auth.credentials.account, input.body.to)
+    return { encoding: 'application/json', body: out }
+  })

@@ -1,0 +1,140 @@
+// Origin side of account migration (part 2 §4.8): resolving the destination, the migrating-out
+// state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
+import { request } from 'undici'
+import type { Services } from '../context.js'
+import { getAccount, type AccountRow } from '../account/store.js'
+import { xrpcError } from '../errors.js'
+import { accountEvent } from '../sequencer/index.js'
+import { newJti, type TokenKeys } from '../auth/session-tokens.js'
+
+export const MIGRATION_TOKEN_TTL_S = 60 * 60
+const FETCH_TIMEOUT_MS = 5000
+const MAX_DOC_BYTES = 64 * 1024
+const LOOPBACK_HOST = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/
+
+export type Destination = { did: string; endpoint: string }
+
+const bad = (why: string) => xrpcError('BadDestination', `The destination does not resolve: ${why}`)
+
+/** step 1 and 2: `to` as a URL (HTTPS unless this server runs on localhost), its did.json */
+export async function resolveDestination(to: string, ownPublicUrl: string, ownDid: string): Promise<Destination> {
+  let url: URL
+  try {
+    url = new URL(to)
+  } catch {
+    throw bad('`to` is not a URL')
+  }
+  const local = LOOPBACK_HOST.test(new URL(ownPublicUrl).hostname)
+  if (url.protocol !== 'https:' && !(local && url.protocol === 'http:')) throw bad('`to` must be an https URL')
+  const docUrl = new URL('/.well-known/did.json', url)
+  let text: string
+  try {
+    const res = await request(docUrl, {
+      headersTimeout: FETCH_TIMEOUT_MS,
+      bodyTimeout: FETCH_TIMEOUT_MS,
+      maxRedirections: 0,
+      headers: { accept: 'application/did+ld+json, application/json' },
+    } as never)
+    if (res.statusCode !== 200) {
+      await res.body.dump()
+      throw bad(`${docUrl} answered ${res.statusCode}`)
+    }
+    const chunks: Buffer[] = []
+    let size = 0
+    for await (const chunk of res.body) {
+      size += chunk.length
+      if (size > MAX_DOC_BYTES) {
+        res.body.destroy()
+        throw bad('the DID document is too large')
+      }
+      chunks.push(chunk)
+    }
+    text = Buffer.concat(chunks).toString('utf8')
+  } catch (err) {
+    if ((err as { error?: string }).error === 'BadDestination') throw err
+    throw bad(`${docUrl} could not be fetched`)
+  }
+  let doc: any
+  try {
+    doc = JSON.parse(text)
+  } catch {
+    throw bad('the DID document is not JSON')
+  }
+  if (!doc || typeof doc !== 'object' || typeof doc.id !== 'string' || !/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(doc.id)) {
+    throw bad('the DID document has no valid id')
+  }
+  const services = Array.isArray(doc.service) ? doc.service : []
+  const svc = services.find((s: any) => s && s.type === 'AtprotoPersonalDataServer')
+  if (!svc || typeof svc.serviceEndpoint !== 'string') throw bad('the DID document has no AtprotoPersonalDataServer service')
+  let endpoint: URL
+  try {
+    endpoint = new URL(svc.serviceEndpoint)
+  } catch {
+    throw bad('the service endpoint is not a URL')
+  }
+  if (endpoint.protocol !== 'https:' && endpoint.protocol !== 'http:') throw bad('the service endpoint is not an http(s) URL')
+  if (doc.id === ownDid) throw bad('it is this server')
+  return { did: doc.id, endpoint: svc.serviceEndpoint.replace(/\/+$/, '') }
+}
+
+type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger'>
+
+/** steps 3 to 5: migrating-out, the token, the best-effort `#account` event */
+export async function startMigrationOut(deps: Deps, account: AccountRow, to: string) {
+  const destination = await resolveDestination(to, deps.config.publicUrl, deps.config.serviceDid)
+  await deps.db
+    .updateTable('account')
+    .set({ migration_state: 'migrating-out', migration_destination: destination.did })
+    .where('did', '=', account.did)
+    .execute()
+  const token = await mintMigrationToken(deps.tokenKeys, account.did, destination.did)
+  try {
+    // the account's status is unchanged; consumers are told it is leaving
+    await accountEvent(deps.db, account.did, 'deactivated')
+  } catch (err) {
+    deps.logger.warn({ err: String(err), did: account.did }, 'requestAccountMigrate: #account event not emitted')
+  }
+  return { token, destination }
+}
+
+export function mintMigrationToken(keys: TokenKeys, iss: string, aud: string) {
+  const now = Math.floor(Date.now() / 1000)
+  return new SignJWT({ iss, aud, iat: now, exp: now + MIGRATION_TOKEN_TTL_S, jti: newJti() })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .sign(keys.secret)
+}
+
+export type MigrationCredentials = { type: 'migration'; did: string; account: AccountRow }
+
+/**
+ * A Bearer token on getRepo/getBlob: a migration token of this server (HS256 with our secret,
+ * `aud` the destination the account is moving to, unexpired) yields the account it was issued
+ * to; anything else that is not one of ours (session tokens, other services' tokens) is ignored
+ * and the call stays anonymous.
+ */
+export async function verifyMigrationToken(
+  deps: Pick<Services, 'db' | 'tokenKeys'>,
+  token: string,
+): Promise<MigrationCredentials | undefined> {
+  let payload: Record<string, unknown>
+  try {
+    ;({ payload } = await jwtVerify(token, deps.tokenKeys.secret, { algorithms: ['HS256'] }))
+  } catch (err) {
+    if (err instanceof joseErrors.JWTExpired && isMigrationShaped(err.payload, deps.tokenKeys.serviceDid)) {
+      throw xrpcError('ExpiredToken', 'The migration token has expired')
+    }
+    return undefined
+  }
+  if (!isMigrationShaped(payload, deps.tokenKeys.serviceDid)) return undefined
+  const account = await getAccount(deps.db, payload.iss as string)
+  if (!account || account.migration_state !== 'migrating-out' || account.migration_destination !== payload.aud) {
+    throw xrpcError('InvalidToken', 'The migration token does not match a migration in progress')
+  }
+  return { type: 'migration', did: account.did, account }
+}
+
+// session tokens carry `sub` and our own DID as audience; migration tokens name another service
+function isMigrationShaped(p: Record<string, unknown> | undefined, ownDid: string) {
+  return !!p && typeof p.iss === 'string' && typeof p.aud === 'string' && p.aud !== ownDid && p.sub === undefined && p.lxm === undefined
+}

@@ -1,0 +1,117 @@
+// signPlcOperation (part 2 §4.8): consume the email token, overlay the given fields on the latest
+// operation, sign with the server's rotation key, store at seq + 1, publish upstream, follow the
+// handle, emit `#identity`, all in one transaction (publishing last, so a refusal undoes it all,
+// the token included).
+import { parseDidKey } from '@atproto/crypto'
+import type { Services } from '../context.js'
+import type { AccountRow } from '../account/store.js'
+import { consumeEmailToken } from '../account/email-tokens.js'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { publishOp } from '../identity/directory.js'
+import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
+import { identityEvent } from '../sequencer/index.js'
+import { isValidHandle } from '@atproto/syntax'
+
+export type OpFields = {
+  rotationKeys?: string[]
+  alsoKnownAs?: string[]
+  verificationMethods?: unknown
+  services?: unknown
+}
+
+type Deps = Pick<Services, 'db' | 'config' | 'rotationKey' | 'logger'>
+
+export async function signPlcOperation(deps: Deps, account: AccountRow, input: OpFields & { token?: string }): Promise<SignedPlcOp> {
+  const { db, config, rotationKey, logger } = deps
+  if (!input.token) throw xrpcError('InvalidRequest', 'token is required')
+  const fields = checkFields(input)
+  const did = account.did
+  try {
+    return await db.transaction().execute(async (trx) => {
+      if (!(await consumeEmailToken(trx, did, 'plc-operation-signature', input.token!))) {
+        throw xrpcError('InvalidToken', 'Token is invalid or expired')
+      }
+      const latest = await latestOp(trx, did)
+      if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
+      if (!latest.op.rotationKeys.includes(rotationKey.did())) {
+        throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
+      }
+      const { sig: _sig, ...prevOp } = latest.op
+      const unsigned: UnsignedPlcOp = {
+        type: 'plc_operation',
+        rotationKeys: fields.rotationKeys ?? prevOp.rotationKeys,
+        verificationMethods: fields.verificationMethods ?? prevOp.verificationMethods,
+        alsoKnownAs: fields.alsoKnownAs ?? prevOp.alsoKnownAs,
+        services: fields.services ?? prevOp.services,
+        prev: await opCid(latest.op),
+      }
+      if (!unsigned.rotationKeys.includes(rotationKey.did())) {
+        // accepted (part 2 §4.8): after this, only the user's own keys can change the DID
+        logger.warn({ did }, "signPlcOperation: the operation removes this server's rotation key")
+      }
+      const op = await signOp(unsigned, rotationKey)
+      await appendOp(trx, did, latest.seq + 1, op)
+      let handle: string | undefined
+      if (fields.alsoKnownAs && JSON.stringify(fields.alsoKnownAs) !== JSON.stringify(prevOp.alsoKnownAs)) {
+        const first = fields.alsoKnownAs[0]
+        if (first?.startsWith('at://')) {
+          handle = first.slice('at://'.length).toLowerCase()
+          if (handle !== account.handle) await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
+        }
+      }
+      await identityEvent(trx, did, handle ?? account.handle)
+      if (config.plcUrl) await publishOp(config.plcUrl, did, op)
+      return op
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    throw err
+  }
+}
+
+function checkFields(input: OpFields) {
+  const out: Partial<Pick<UnsignedPlcOp, 'rotationKeys' | 'alsoKnownAs' | 'verificationMethods' | 'services'>> = {}
+  if (input.rotationKeys !== undefined) {
+    if (!input.rotationKeys.length) throw xrpcError('InvalidRequest', 'rotationKeys may not be empty')
+    for (const k of input.rotationKeys) didKey(k, 'rotationKeys')
+    out.rotationKeys = input.rotationKeys
+  }
+  if (input.alsoKnownAs !== undefined) {
+    const first = input.alsoKnownAs[0]
+    if (first !== undefined && first.startsWith('at://') && !isValidHandle(first.slice(5))) {
+      throw xrpcError('InvalidRequest', `alsoKnownAs[0] is not an at:// handle: ${first}`)
+    }
+    out.alsoKnownAs = input.alsoKnownAs
+  }
+  if (input.verificationMethods !== undefined) {
+    const vm = input.verificationMethods
+    if (!isPlainObject(vm)) throw xrpcError('InvalidRequest', 'verificationMethods must map names to did:key strings')
+    for (const v of Object.values(vm)) didKey(v, 'verificationMethods')
+    out.verificationMethods = vm as Record<string, string>
+  }
+  if (input.services !== undefined) {
+    const svcs = input.services
+    if (!isPlainObject(svcs)) throw xrpcError('InvalidRequest', 'services must map names to {type, endpoint}')
+    for (const s of Object.values(svcs)) {
+      if (!isPlainObject(s) || typeof s.type !== 'string' || typeof s.endpoint !== 'string') {
+        throw xrpcError('InvalidRequest', 'each service must be {type, endpoint}')
+      }
+    }
+    out.services = Object.fromEntries(
+      Object.entries(svcs as Record<string, PlcService>).map(([k, s]) => [k, { type: s.type, endpoint: s.endpoint }]),
+    )
+  }
+  return out
+}
+
+function didKey(v: unknown, field: string) {
+  try {
+    if (typeof v !== 'string') throw new Error()
+    parseDidKey(v)
+  } catch {
+    throw xrpcError('InvalidRequest', `${field} must hold did:key strings`)
+  }
+}
+
+const isPlainObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v)
