@@ -11,18 +11,21 @@ STAMPS := .tools/stamps
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
-.PHONY: serve test codegen build bench bench-compare clean chromium
+.PHONY: serve test codegen build bench bench-compare clean test-tools
 
 serve: build
 	node dist/bin.js
 
-test: build chromium
+test: build test-tools
 	node node_modules/vitest/vitest.mjs run $(VITEST_ARGS)
 
-# The OAuth sign-in page test drives headless Chromium (Debian package), installed when missing.
+# Debian packages some suites drive, installed when missing: headless Chromium for the OAuth
+# sign-in page, caddy and systemd-analyze to validate the deploy/ examples.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-chromium:
-	@test -x /usr/bin/chromium || { $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium; }
+TEST_TOOLS := /usr/bin/chromium:chromium /usr/bin/caddy:caddy /usr/bin/systemd-analyze:systemd
+test-tools:
+	@missing="$$(for t in $(TEST_TOOLS); do test -x $${t%%:*} || echo $${t#*:}; done)"; \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $$missing; fi
 
 codegen: $(STAMPS)/codegen
 
