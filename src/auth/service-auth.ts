@@ -6,8 +6,8 @@ import { SignJWT } from 'jose'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
 import { decodeParts, signEs256k, verifyEs256k } from '../oauth/es256k.js'
-import { resolveFromDirectory } from '../identity/directory.js'
-import { latestOp, renderDidDoc, type DidDocument } from '../identity/plc.js'
+import { plcData } from '../identity/directory.js'
+import { latestOp } from '../identity/plc.js'
 import { newJti } from './session-tokens.js'
 
 export const SERVICE_AUTH_MAX_TTL_S = 60
@@ -74,12 +74,12 @@ export async function verifyServiceAuth(deps: VerifyDeps, jwt: string, lxm: stri
 }
 
 async function atprotoKeyOf(deps: VerifyDeps, did: string): Promise<string | undefined> {
-  let doc: DidDocument | undefined
-  if (deps.config.plcUrl) doc = await resolveFromDirectory(deps.config.plcUrl, did)
-  else {
-    const latest = await latestOp(deps.db, did)
-    doc = latest && renderDidDoc(did, latest.op)
+  if (deps.config.plcUrl) {
+    // the operation data names keys as did:key (documents of older directories use another encoding)
+    const data = await plcData(deps.config.plcUrl, did)
+    const key = data?.verificationMethods?.atproto
+    return typeof key === 'string' ? key : undefined
   }
-  const vm = doc?.verificationMethod?.find((v) => v.id === `${did}#atproto` || v.id === '#atproto')
-  return vm?.publicKeyMultibase ? `did:key:${vm.publicKeyMultibase}` : undefined
+  const latest = await latestOp(deps.db, did)
+  return latest?.op.verificationMethods.atproto
 }

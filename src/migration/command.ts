@@ -103,6 +103,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   const email = opts.email ?? login.json.email
   const destDescribe = (await dest.ok('com.atproto.server.describeServer')).json
   const destDid: string = destDescribe.did
+  const destEndpoint = await serviceEndpoint(dest.url)
   let flow = opts.flow
   if (!flow) {
     const spec = (await origin.serves('com.atproto.server.requestAccountMigrate', true)) && (await dest.serves('com.atproto.sync.listMissingBlobs', false))
@@ -131,7 +132,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
         body: {
           token,
           verificationMethods: { atproto: reserved.signingKey.startsWith('did:key:') ? reserved.signingKey : `did:key:${reserved.signingKey}` },
-          services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: dest.url } },
+          services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: destEndpoint } },
           ...(opts.newHandle ? { alsoKnownAs: [`at://${handle}`] } : {}),
         },
       })
@@ -214,9 +215,8 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
 
   step(8, 'verification')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
-  const doc: any = await (await fetch(`${opts.plcUrl.replace(/\/+$/, '')}/${did}`, { signal: AbortSignal.timeout(10_000) })).json()
-  const vm = (doc.verificationMethod ?? []).find((v: { id: string }) => v.id.endsWith('#atproto'))
-  const key = vm ? `did:key:${vm.publicKeyMultibase}` : ''
+  const data: any = await (await fetch(`${opts.plcUrl.replace(/\/+$/, '')}/${did}/data`, { signal: AbortSignal.timeout(10_000) })).json()
+  const key: string = data?.verificationMethods?.atproto ?? ''
   const repo = await dest.ok('com.atproto.sync.getRepo', { params: { did } })
   let records = 0
   let valid = false
@@ -264,4 +264,15 @@ async function countBlobs(server: Xrpc, did: string, token?: string): Promise<nu
     if (!cursor || !page.cids.length) break
   }
   return n
+}
+
+/** the endpoint the destination calls itself in its did:web document (may differ from the URL used) */
+async function serviceEndpoint(url: string): Promise<string> {
+  try {
+    const res = await fetch(`${url}/.well-known/did.json`, { signal: AbortSignal.timeout(10_000) })
+    const doc: any = res.ok ? await res.json() : undefined
+    const svc = (doc?.service ?? []).find((s: any) => s?.type === 'AtprotoPersonalDataServer')
+    if (typeof svc?.serviceEndpoint === 'string') return svc.serviceEndpoint.replace(/\/+$/, '')
+  } catch {}
+  return url
 }

@@ -8,7 +8,7 @@ import type { AccountRow } from '../account/store.js'
 import { consumeEmailToken } from '../account/email-tokens.js'
 import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
-import { publishOp } from '../identity/directory.js'
+import { lastFromDirectory, publishOp } from '../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
 import { identityEvent } from '../sequencer/index.js'
 import { isValidHandle } from '@atproto/syntax'
@@ -166,6 +166,9 @@ export async function submitPlcOperation(deps: Deps, account: AccountRow, raw: u
     const latest = await latestOp(trx, did)
     await appendOp(trx, did, latest ? latest.seq + 1 : 0, signed)
     await identityEvent(trx, did, account.handle)
-    await publishOp(config.plcUrl!, did, signed)
+    // an origin that publishes what it signs (ours does, part 2 §4.8) got there first: the
+    // directory's newest operation is this one, and a second submission would be refused
+    const last = await lastFromDirectory(config.plcUrl!, did)
+    if (!last || (await opCid(last)) !== (await opCid(signed))) await publishOp(config.plcUrl!, did, signed)
   })
 }
