@@ -6,6 +6,7 @@ import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { spawn } from 'node:child_process'
 import { verifyRepoCar } from '@atproto/repo'
+import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
@@ -178,5 +179,58 @@ describe('pds migrate', () => {
     const login = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: 'stepper.test', password: PASSWORD } })
     expect(login.body).toMatchObject({ did, active: true })
     expect(login.body.didDoc.service[0].serviceEndpoint).toBe(dest.env.PDS_PUBLIC_URL)
+  })
+
+  it('standard destination: service-auth createAccount and submitPlcOperation refuse what does not fit', async () => {
+    const { did } = await seed('checker.test', 'checker@example.com', 1, 0)
+    const login = await xrpc(origin.url, 'com.atproto.server.createSession', { body: { identifier: 'checker.test', password: PASSWORD } })
+    const jwt = login.body.accessJwt
+    const destDid = (await xrpc(dest.url, 'com.atproto.server.describeServer')).body.did
+    const svc = async (aud: string, lxm = 'com.atproto.server.createAccount') =>
+      (await xrpc(origin.url, 'com.atproto.server.getServiceAuth', { headers: bearer(jwt), params: { aud, lxm } })).body.token
+    const body = { did, handle: 'checker.test', email: 'checker@example.com', password: PASSWORD }
+    const create = (token?: string, b: Record<string, unknown> = body) =>
+      xrpc(dest.url, 'com.atproto.server.createAccount', { headers: token ? bearer(token) : {}, body: b })
+    // no token: the DID cannot be claimed
+    expect((await create()).body.error).toBe('InvalidRequest')
+    // a token for another audience, for another method, or for another DID
+    expect((await create(await svc('did:web:elsewhere.test'))).body).toMatchObject({ error: 'InvalidToken' })
+    expect((await create(await svc(destDid, 'com.atproto.repo.importRepo'))).body).toMatchObject({ error: 'InvalidToken' })
+    const other = await seed('other.test', 'other@example.com', 1, 0)
+    const wrongDid = await create(await svc(destDid), { ...body, did: other.did })
+    expect(wrongDid.status).toBe(401)
+    // a token signed by a key the DID document does not name
+    const [h, p] = (await svc(destDid)).split('.')
+    expect((await create(`${h}.${p}.${Buffer.alloc(64, 1).toString('base64url')}`)).body.error).toBe('InvalidToken')
+    // nothing was created by any of that
+    expect((await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })).status).toBe(401)
+
+    const ok = await create(await svc(destDid))
+    expect(ok.status).toBe(200)
+    expect(ok.body.didDoc).toBeUndefined()
+    const destJwt = ok.body.accessJwt
+    const status = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(destJwt) })
+    expect(status.body).toMatchObject({ activated: false, validDid: false })
+    expect((await create(await svc(destDid))).body.error).toBe('AccountAlreadyExists')
+
+    // submitPlcOperation: an operation that does not name this server's key and endpoint
+    const creds = (await xrpc(dest.url, 'com.atproto.identity.getRecommendedDidCredentials', { headers: bearer(destJwt) })).body
+    expect(creds.services.atproto_pds.endpoint).toBe(dest.env.PDS_PUBLIC_URL)
+    const submit = (operation: Record<string, unknown>) =>
+      xrpc(dest.url, 'com.atproto.identity.submitPlcOperation', { headers: bearer(destJwt), body: { operation } })
+    const stranger = (await Secp256k1Keypair.create()).did()
+    const base = { type: 'plc_operation', ...creds, prev: 'bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua', sig: 'c2ln' }
+    const wrongKey = await submit({ ...base, verificationMethods: { atproto: stranger } })
+    expect(wrongKey.body.message).toMatch(/signing key/)
+    const wrongPds = await submit({ ...base, services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.test' } } })
+    expect(wrongPds.body.message).toMatch(/atproto_pds/)
+    const noRotation = await submit({ ...base, rotationKeys: [stranger] })
+    expect(noRotation.body.message).toMatch(/rotation key/)
+    // a fitting operation with a bad signature: the directory refuses it, nothing is stored
+    const badSig = await submit(base)
+    expect(badSig.status).toBe(400)
+    expect(badSig.body.message).toMatch(/PLC directory refused/)
+    const after = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(destJwt) })
+    expect(after.body.validDid).toBe(false)
   })
 })
