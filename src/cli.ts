@@ -6,7 +6,9 @@ import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { XRPCError } from '@atproto/xrpc-server'
-import { ConfigError, loadConfig } from './config.js'
+import { ConfigError, loadConfig, migrateEnv } from './config.js'
+import { MigrateError, runMigration } from './migration/command.js'
+import { ask } from './prompt.js'
 import { openDb, type Db } from './db/index.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import { createFreshAccount } from './account/create.js'
@@ -28,6 +30,12 @@ commands:
                  issues a password-reset token (1 hour) and prints it instead of mailing it
   create-invite [--uses <n>] [--count <n>] [--for <did>]
                  creates invite codes (default: one code, one use) and prints one per line
+  migrate --from <url> --to <url> --handle <handle> [--new-handle <h>] [--email <e>]
+          [--invite-code <code>] [--plc-token <token>] [--flow spec|standard]
+                 moves an account between two servers (needs no server environment); the
+                 password comes from PDS_MIGRATE_PASSWORD or a prompt, never an argument;
+                 PDS_DID_PLC_URL (default https://plc.directory) is read for the final check;
+                 run it again after an interruption to continue
 
 The environment is the server's (PDS_DATA_DIRECTORY, PDS_DB_POSTGRES_URL, ...).`
 
@@ -39,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE + '\n')
     return command ? 0 : 2
   }
+  if (command === 'migrate') return migrate(rest)
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
@@ -115,6 +124,51 @@ async function main(argv: string[]): Promise<number> {
     }
   } finally {
     await (db as Db).destroy()
+  }
+}
+
+async function migrate(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      from: { type: 'string' },
+      to: { type: 'string' },
+      handle: { type: 'string' },
+      'new-handle': { type: 'string' },
+      email: { type: 'string' },
+      'invite-code': { type: 'string' },
+      'plc-token': { type: 'string' },
+      flow: { type: 'string' },
+    },
+  })
+  if (!values.from || !values.to || !values.handle) throw new UsageError('migrate needs --from, --to and --handle')
+  if (values.flow !== undefined && values.flow !== 'spec' && values.flow !== 'standard') throw new UsageError('--flow is spec or standard')
+  const env = migrateEnv()
+  const password = env.password ?? (await ask(`password for ${values.handle}: `, true))
+  if (!password) throw new UsageError('no password: set PDS_MIGRATE_PASSWORD or run in a terminal')
+  try {
+    await runMigration(
+      {
+        from: values.from,
+        to: values.to,
+        handle: values.handle,
+        password,
+        newHandle: values['new-handle'],
+        email: values.email,
+        inviteCode: values['invite-code'],
+        plcToken: values['plc-token'],
+        plcUrl: env.plcUrl,
+        flow: values.flow as 'spec' | 'standard' | undefined,
+      },
+      { log: (line) => process.stdout.write(line + '\n'), askToken: (q) => ask(q, false) },
+    )
+    return 0
+  } catch (err) {
+    if (err instanceof MigrateError) {
+      process.stderr.write(`pds migrate: ${err.message}\n`)
+      return 1
+    }
+    throw err
   }
 }
 

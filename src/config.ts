@@ -291,3 +291,11 @@ function k256Scalar(): string {
     if (n > 0n && n < K256_ORDER) return hex
   }
 }
+
+/** what `pds migrate` reads from the environment: the password (never an argument) and the PLC directory */
+export function migrateEnv(env: NodeJS.ProcessEnv = process.env) {
+  return {
+    password: env.PDS_MIGRATE_PASSWORD || undefined,
+    plcUrl: env.PDS_DID_PLC_URL || 'https://plc.directory',
+  }
+}

@@ -61,24 +61,8 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
   })
   // step 5: the operation's signature is not verified (the PLC directory already accepted it)
 
-  const handle = checkServiceHandle(input.handle, config.handleDomains)
-  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
-  const email = checkEmail(input.email)
-  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
-  if (input.password.length > MAX_PASSWORD_LENGTH) {
-    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
-  }
-  const inviteCode = input.inviteCode?.trim()
-  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
-  const taken = await db
-    .selectFrom('account')
-    .select(['handle', 'email'])
-    .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
-    .execute()
-  if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-  if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
-
-  const passwordHash = await hashPassword(input.password)
+  const { handle, email, inviteCode } = await checkNewAccount(deps, input)
+  const passwordHash = await hashPassword(input.password!)
   const tokens = await mintPair(deps.tokenKeys, did)
   try {
     await db.transaction().execute(async (trx) => {
@@ -103,6 +87,76 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
     throw err
   }
   return { did, handle, tokens, didDoc: renderDidDoc(did, op) }
+}
+
+/**
+ * The standard atproto migration: createAccount with `did` and a service-auth JWT the old server
+ * minted for us (its `iss` must be that DID; the verifier checked the signature). The account
+ * starts deactivated and migrating-in, with a signing key of this server (a reserved one if
+ * reserveSigningKey was called, else a new one) that getRecommendedDidCredentials hands out; the
+ * DID's operation log stays with the PLC directory until submitPlcOperation.
+ */
+export async function createServiceAuthAccount(
+  deps: Deps,
+  input: Omit<MigratingAccountInput, 'plcOp'>,
+  issuer: string,
+) {
+  const { db } = deps
+  if (!PLC_DID.test(input.did)) throw xrpcError('InvalidRequest', 'did must be a did:plc')
+  const did = input.did
+  if (issuer !== did) throw xrpcError('AuthenticationRequired', `The service auth token was not issued by ${did}`)
+  if (await db.selectFrom('account').select('did').where('did', '=', did).executeTakeFirst()) {
+    throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
+  }
+  const { handle, email, inviteCode } = await checkNewAccount(deps, input)
+  const reserved = await db.selectFrom('reserved_signing_key').selectAll().where('did', '=', did).executeTakeFirst()
+  let key = reserved && { private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase }
+  if (!key) {
+    const kp = await Secp256k1Keypair.create({ exportable: true })
+    key = { private_key_hex: Buffer.from(await kp.export()).toString('hex'), public_key_multibase: kp.did().replace(/^did:key:/, '') }
+  }
+  const passwordHash = await hashPassword(input.password!)
+  const tokens = await mintPair(deps.tokenKeys, did)
+  try {
+    await db.transaction().execute(async (trx) => {
+      if (inviteCode) await useInviteCode(trx, inviteCode, did)
+      await insertImported(trx, { did, handle, email, passwordHash })
+      await trx.insertInto('signing_key').values({ did, ...key }).execute()
+      if (reserved) await trx.deleteFrom('reserved_signing_key').where('did', '=', did).execute()
+      await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
+      await identityEvent(trx, did, handle)
+      await accountEvent(trx, did, 'deactivated')
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
+    if (isUniqueViolation(err)) throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
+    throw err
+  }
+  return { did, handle, tokens, didDoc: undefined }
+}
+
+/** handle, email, password and invite checks shared by both ways an existing DID moves in */
+async function checkNewAccount(deps: Deps, input: { handle: string; email?: string; password?: string; inviteCode?: string }) {
+  const { config, db } = deps
+  const handle = checkServiceHandle(input.handle, config.handleDomains)
+  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
+  const email = checkEmail(input.email)
+  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
+  if (input.password.length > MAX_PASSWORD_LENGTH) {
+    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
+  }
+  const inviteCode = input.inviteCode?.trim()
+  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
+  const taken = await db
+    .selectFrom('account')
+    .select(['handle', 'email'])
+    .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
+    .execute()
+  if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+  if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
+
+  return { handle, email, inviteCode }
 }
 
 /** the account row of an account that moves in: deactivated, migrating-in, no repository yet */

@@ -64,6 +64,7 @@ import requestAccountMigrate from './com/atproto/server/requestAccountMigrate.js
 import reserveSigningKey from './com/atproto/server/reserveSigningKey.js'
 import identityRequestPlcOperationSignature from './com/atproto/identity/requestPlcOperationSignature.js'
 import identitySignPlcOperation from './com/atproto/identity/signPlcOperation.js'
+import identitySubmitPlcOperation from './com/atproto/identity/submitPlcOperation.js'
 import repoImportRepo from './com/atproto/repo/importRepo.js'
 import repoListMissingBlobs from './com/atproto/repo/listMissingBlobs.js'
 import syncListMissingBlobs from './com/atproto/sync/listMissingBlobs.js'
@@ -130,6 +131,7 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   requestAccountMigrate,
   identityRequestPlcOperationSignature,
   identitySignPlcOperation,
+  identitySubmitPlcOperation,
   reserveSigningKey,
   repoImportRepo,
   repoListMissingBlobs,

@@ -26,6 +26,8 @@ export type Row = {
   rateLimit?: RateLimitName
   /** also accepts the migration service token of part 2 §4.8 as Bearer */
   migrationToken?: boolean
+  /** also accepts, as Bearer, a service-auth JWT another server minted for this method (lxm = its id) */
+  serviceAuth?: boolean
 }
 
 const DEACTIVATED_OK: Row['statuses'] = ['active', 'deactivated']
@@ -36,7 +38,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.refreshSession': { check: 'refresh' },
   'com.atproto.server.deleteSession': { check: 'refresh' },
   'com.atproto.server.getSession': { check: 'access', scope: 'atproto' },
-  'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount' },
+  'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true },
 
   // part 1: app passwords
   'com.atproto.server.createAppPassword': { check: 'access', scope: 'transition:generic', privileged: true },

@@ -12,6 +12,7 @@ import { DpopError, verifyDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
+import { verifyServiceAuth, type ServiceCredentials } from './service-auth.js'
 
 export type AccessCredentials = {
   type: 'access'
@@ -30,7 +31,7 @@ export type RefreshCredentials = {
   jti: string
   appPasswordName: string | null
 }
-export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials
+export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials | ServiceCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
 /** what a handler's `auth` is, by the check its registry row names */
@@ -40,6 +41,8 @@ export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
 export type AdminAuth = AuthOutput<{ type: 'admin' }>
 /** public reads that also take the migration token of part 2 §4.8 (registry column migrationToken) */
 export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
+/** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
+export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' }>
 
 export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'>
 
@@ -48,6 +51,15 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
   const none = async (): Promise<AuthOutput> => ({ credentials: { type: 'none' } })
   switch (row.check) {
     case 'none':
+      if (row.serviceAuth) {
+        return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
+          const header = ctx.req.headers.authorization
+          if (!header) return none()
+          const { scheme, token } = bearer(header)
+          if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+          return { credentials: await verifyServiceAuth(deps, token, nsid) }
+        }
+      }
       if (!row.migrationToken) return none
       return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
         const header = ctx.req.headers.authorization

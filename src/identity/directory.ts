@@ -39,3 +39,29 @@ export async function resolveFromDirectory(plcUrl: string, did: string): Promise
   if (!res.ok) throw xrpcError('UpstreamFailure', `The PLC directory answered ${res.status}`)
   return (await res.json()) as DidDocument
 }
+
+/** the directory's current operation data for `did` (`GET /<did>/data`); undefined when unknown */
+export async function plcData(plcUrl: string, did: string): Promise<{ verificationMethods?: Record<string, unknown> } | undefined> {
+  let res: Response
+  try {
+    res = await fetch(`${plcUrl}/${encodeURIComponent(did)}/data`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
+  } catch {
+    throw xrpcError('UpstreamFailure', 'The PLC directory could not be reached')
+  }
+  if (res.status === 404 || res.status === 410) return undefined
+  if (!res.ok) throw xrpcError('UpstreamFailure', `The PLC directory answered ${res.status}`)
+  return (await res.json()) as { verificationMethods?: Record<string, unknown> }
+}
+
+/** the directory's newest operation for `did` (`GET /<did>/log/last`); undefined when unknown */
+export async function lastFromDirectory(plcUrl: string, did: string): Promise<SignedPlcOp | undefined> {
+  let res: Response
+  try {
+    res = await fetch(`${plcUrl}/${encodeURIComponent(did)}/log/last`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
+  } catch {
+    throw xrpcError('UpstreamFailure', 'The PLC directory could not be reached')
+  }
+  if (!res.ok) return undefined
+  const op = (await res.json()) as SignedPlcOp
+  return op && op.type === 'plc_operation' ? op : undefined
+}

@@ -8,7 +8,7 @@ import type { AccountRow } from '../account/store.js'
 import { consumeEmailToken } from '../account/email-tokens.js'
 import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
-import { publishOp } from '../identity/directory.js'
+import { lastFromDirectory, publishOp } from '../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
 import { identityEvent } from '../sequencer/index.js'
 import { isValidHandle } from '@atproto/syntax'
@@ -115,3 +115,60 @@ function didKey(v: unknown, field: string) {
 }
 
 const isPlainObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v)
+
+/**
+ * submitPlcOperation (standard atproto migration): an operation the old server signed with its
+ * rotation key must name this server's rotation key, the account's signing key here, this
+ * server's endpoint and the account's handle; it is stored as the newest operation of the local
+ * log, announced with `#identity` and published to the PLC directory (which checks its signature
+ * against the DID's log), all in one transaction, so a refusal leaves nothing behind.
+ */
+export async function submitPlcOperation(deps: Deps, account: AccountRow, raw: unknown): Promise<void> {
+  const { db, config, rotationKey } = deps
+  if (!config.plcUrl) {
+    throw xrpcError('InvalidRequest', 'This server has no PLC directory (PDS_DID_PLC_URL) to submit the operation to')
+  }
+  const did = account.did
+  if (!isPlainObject(raw)) throw xrpcError('InvalidRequest', 'operation must be an object')
+  const op = raw as Record<string, any>
+  if (op.type !== 'plc_operation') throw xrpcError('InvalidRequest', 'operation type must be plc_operation')
+  if (typeof op.sig !== 'string' || !op.sig || typeof op.prev !== 'string' || !op.prev) {
+    throw xrpcError('InvalidRequest', 'operation must be signed and name its prev')
+  }
+  const fields = checkFields(op)
+  if (!fields.rotationKeys || !fields.verificationMethods || !fields.services || !fields.alsoKnownAs) {
+    throw xrpcError('InvalidRequest', 'operation must have rotationKeys, verificationMethods, alsoKnownAs and services')
+  }
+  if (!fields.rotationKeys.includes(rotationKey.did())) {
+    throw xrpcError('InvalidRequest', "The operation's rotation keys do not include this server's rotation key")
+  }
+  const key = await db.selectFrom('signing_key').select('public_key_multibase').where('did', '=', did).executeTakeFirst()
+  if (!key || fields.verificationMethods.atproto !== `did:key:${key.public_key_multibase}`) {
+    throw xrpcError('InvalidRequest', "The operation's atproto key is not this account's signing key on this server")
+  }
+  const pds = fields.services.atproto_pds
+  if (!pds || pds.type !== 'AtprotoPersonalDataServer' || pds.endpoint.replace(/\/+$/, '') !== config.publicUrl) {
+    throw xrpcError('InvalidRequest', `The operation's atproto_pds service is not ${config.publicUrl}`)
+  }
+  if (!fields.alsoKnownAs.map((a) => a.toLowerCase()).includes(`at://${account.handle}`)) {
+    throw xrpcError('InvalidRequest', `The operation's alsoKnownAs does not include at://${account.handle}`)
+  }
+  const signed: SignedPlcOp = {
+    type: 'plc_operation',
+    rotationKeys: fields.rotationKeys,
+    verificationMethods: fields.verificationMethods,
+    alsoKnownAs: fields.alsoKnownAs,
+    services: fields.services,
+    prev: op.prev,
+    sig: op.sig,
+  }
+  await db.transaction().execute(async (trx) => {
+    const latest = await latestOp(trx, did)
+    await appendOp(trx, did, latest ? latest.seq + 1 : 0, signed)
+    await identityEvent(trx, did, account.handle)
+    // an origin that publishes what it signs (ours does, part 2 §4.8) got there first: the
+    // directory's newest operation is this one, and a second submission would be refused
+    const last = await lastFromDirectory(config.plcUrl!, did)
+    if (!last || (await opCid(last)) !== (await opCid(signed))) await publishOp(config.plcUrl!, did, signed)
+  })
+}

@@ -1,20 +1,26 @@
 // com.atproto.server.createAccount: a fresh account in status active, with a session; with `did`
-// and `plcOp`, an account moving in (part 2 §4.9): deactivated, migrating-in, no repository yet.
+// and `plcOp`, an account moving in (part 2 §4.9): deactivated, migrating-in, no repository yet;
+// with `did` and another server's service-auth JWT (the verifier checked it), the standard atproto
+// migration's account moving in, likewise deactivated.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
+import type { ServiceAuth } from '../../../../auth/verifier.js'
 import { createFreshAccount } from '../../../../account/create.js'
-import { createMigratingAccount } from '../../../../account/import-account.js'
+import { createMigratingAccount, createServiceAuthAccount } from '../../../../account/import-account.js'
 
 export default (api: Server, deps: Services) =>
-  api.com.atproto.server.createAccount(async ({ input }) => {
+  api.com.atproto.server.createAccount<ServiceAuth>(async ({ auth, input }) => {
     const body = input.body
-    let created: Awaited<ReturnType<typeof createFreshAccount>>
+    let created: Omit<Awaited<ReturnType<typeof createFreshAccount>>, 'didDoc'> & { didDoc?: { [x: string]: unknown } }
     if (body.plcOp !== undefined) {
       if (!body.did) throw xrpcError('InvalidRequest', 'plcOp needs the did it is for')
       created = await createMigratingAccount(deps, { ...body, did: body.did, plcOp: body.plcOp })
     } else if (body.did) {
-      throw xrpcError('InvalidRequest', 'Creating an account for an existing DID needs a signed plcOp on this server')
+      if (auth.credentials.type !== 'service') {
+        throw xrpcError('InvalidRequest', 'Creating an account for an existing DID needs a signed plcOp or a service auth token from its current server')
+      }
+      created = await createServiceAuthAccount(deps, { ...body, did: body.did }, auth.credentials.iss)
     } else {
       created = await createFreshAccount(deps, body)
     }

@@ -1,0 +1,278 @@
+// `pds migrate`: moves one account between two servers, over XRPC only. The spec's flow (part 2
+// §4.10: requestAccountMigrate, reserveSigningKey, createAccount with plcOp) when both servers
+// serve it, else the standard atproto migration (getServiceAuth, createAccount with a service-auth
+// token, submitPlcOperation). Every step first checks whether it is already done (a session on
+// the destination, checkAccountStatus, listMissingBlobs, the DID document), so running the command
+// again after an interruption continues where it stopped.
+import { verifyRepoCar } from '@atproto/repo'
+
+export type MigrateOptions = {
+  from: string
+  to: string
+  handle: string
+  password: string
+  newHandle?: string
+  email?: string
+  inviteCode?: string
+  plcToken?: string
+  /** where did:plc documents are read for the final check */
+  plcUrl: string
+  /** force a flow instead of probing */
+  flow?: 'spec' | 'standard'
+}
+
+export type MigrateIo = {
+  /** one line of progress */
+  log(line: string): void
+  /** the emailed PLC token; undefined when nobody can be asked */
+  askToken?(question: string): Promise<string | undefined>
+  /** stops the run between two steps (tests: an interruption mid-blobs) */
+  signal?: AbortSignal
+}
+
+export type MigrateSummary = {
+  did: string
+  flow: 'spec' | 'standard'
+  resumed: boolean
+  records: { origin: number; destination: number }
+  blobs: { origin: number; destination: number; uploaded: number; bytes: number }
+  signature: { valid: boolean; key: string }
+  active: boolean
+}
+
+export class MigrateError extends Error {}
+
+class Xrpc {
+  constructor(
+    readonly url: string,
+    public token?: string,
+  ) {}
+  async call(nsid: string, opts: { params?: Record<string, string>; body?: unknown; raw?: Uint8Array; type?: string; token?: string; post?: boolean } = {}) {
+    const qs = opts.params ? '?' + new URLSearchParams(opts.params) : ''
+    const token = opts.token ?? this.token
+    const post = opts.post || opts.body !== undefined || opts.raw !== undefined
+    const res = await fetch(`${this.url}/xrpc/${nsid}${qs}`, {
+      method: post ? 'POST' : 'GET',
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(opts.raw ? { 'content-type': opts.type ?? 'application/octet-stream' } : opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      body: opts.raw ?? (opts.body !== undefined ? JSON.stringify(opts.body) : undefined),
+      signal: AbortSignal.timeout(120_000),
+    })
+    const ct = res.headers.get('content-type') ?? ''
+    const bytes = new Uint8Array(await res.arrayBuffer())
+    const json = ct.includes('json') && bytes.length ? JSON.parse(Buffer.from(bytes).toString('utf8')) : undefined
+    return { status: res.status, json, bytes, contentType: ct }
+  }
+  async ok(nsid: string, opts: Parameters<Xrpc['call']>[1] = {}) {
+    const res = await this.call(nsid, opts)
+    if (res.status !== 200) {
+      throw new MigrateError(`${nsid} on ${this.url} failed: ${res.status} ${res.json?.error ?? ''} ${res.json?.message ?? ''}`.trim())
+    }
+    return res
+  }
+  /** true unless the server says it does not serve the method */
+  async serves(nsid: string, post: boolean) {
+    const res = await this.call(nsid, post ? { body: {} } : {})
+    return res.status !== 404 && res.json?.error !== 'MethodNotImplemented'
+  }
+}
+
+const kb = (n: number) => (n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 / 1024).toFixed(1)} MB`)
+function bar(done: number, total: number) {
+  const width = 20
+  const filled = total ? Math.round((done / total) * width) : width
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`
+}
+
+export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise<MigrateSummary> {
+  const origin = new Xrpc(opts.from.replace(/\/+$/, ''))
+  const dest = new Xrpc(opts.to.replace(/\/+$/, ''))
+  const step = (n: number, text: string) => io.log(`[${n}/8] ${text}`)
+  const checkAbort = () => {
+    if (io.signal?.aborted) throw new MigrateError('interrupted; run the same command again to continue')
+  }
+
+  step(1, `logging in on ${origin.url} as ${opts.handle}`)
+  const login = await origin.call('com.atproto.server.createSession', { body: { identifier: opts.handle, password: opts.password } })
+  if (login.status !== 200) throw new MigrateError(`login on ${origin.url} failed: ${login.json?.message ?? login.status}`)
+  const did: string = login.json.did
+  origin.token = login.json.accessJwt
+  const handle = opts.newHandle ?? login.json.handle
+  const email = opts.email ?? login.json.email
+  const destDescribe = (await dest.ok('com.atproto.server.describeServer')).json
+  const destDid: string = destDescribe.did
+  const destEndpoint = await serviceEndpoint(dest.url)
+  let flow = opts.flow
+  if (!flow) {
+    const spec = (await origin.serves('com.atproto.server.requestAccountMigrate', true)) && (await dest.serves('com.atproto.sync.listMissingBlobs', false))
+    flow = spec ? 'spec' : 'standard'
+  }
+  io.log(`      ${did}: ${flow === 'spec' ? 'both servers serve the spec migration flow' : 'standard atproto migration'}`)
+  const originStatus = (await origin.ok('com.atproto.server.checkAccountStatus')).json
+  // a deactivated origin (a rerun after the last steps) no longer lists its blobs
+  const originBlobs = (await countBlobs(origin, did).catch(() => undefined)) ?? originStatus.expectedBlobs
+
+  step(2, `account on ${dest.url}`)
+  let resumed = false
+  let migrationToken: string | undefined
+  const destLogin = await dest.call('com.atproto.server.createSession', { body: { identifier: did, password: opts.password } })
+  if (destLogin.status === 200) {
+    resumed = true
+    dest.token = destLogin.json.accessJwt
+    io.log('      already created there: resuming')
+  } else if (flow === 'spec') {
+    const mig = (await origin.ok('com.atproto.server.requestAccountMigrate', { body: { to: dest.url } })).json
+    migrationToken = mig.token
+    const reserved = (await dest.ok('com.atproto.server.reserveSigningKey', { body: { did } })).json
+    const token = await plcToken(origin, opts, io)
+    const op = (
+      await origin.ok('com.atproto.identity.signPlcOperation', {
+        body: {
+          token,
+          verificationMethods: { atproto: reserved.signingKey.startsWith('did:key:') ? reserved.signingKey : `did:key:${reserved.signingKey}` },
+          services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: destEndpoint } },
+          ...(opts.newHandle ? { alsoKnownAs: [`at://${handle}`] } : {}),
+        },
+      })
+    ).json.operation
+    io.log('      DID document now names the destination')
+    const created = await dest.ok('com.atproto.server.createAccount', {
+      body: { did, handle, email, password: opts.password, plcOp: op, ...(opts.inviteCode ? { inviteCode: opts.inviteCode } : {}) },
+    })
+    dest.token = created.json.accessJwt
+  } else {
+    const svc = (await origin.ok('com.atproto.server.getServiceAuth', { params: { aud: destDid, lxm: 'com.atproto.server.createAccount' } })).json
+    const created = await dest.ok('com.atproto.server.createAccount', {
+      token: svc.token,
+      body: { did, handle, email, password: opts.password, ...(opts.inviteCode ? { inviteCode: opts.inviteCode } : {}) },
+    })
+    dest.token = created.json.accessJwt
+  }
+  checkAbort()
+
+  step(3, 'repository')
+  let status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  if (!status.repoRev) {
+    const car = await origin.ok('com.atproto.sync.getRepo', { params: { did }, token: migrationToken })
+    io.log(`      exported ${kb(car.bytes.length)} from the origin`)
+    await dest.ok('com.atproto.repo.importRepo', { raw: car.bytes, type: 'application/vnd.ipld.car' })
+    status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  }
+  io.log(`      records ${bar(status.indexedRecords, originStatus.indexedRecords)} ${status.indexedRecords}/${originStatus.indexedRecords}`)
+  checkAbort()
+
+  step(4, 'blobs')
+  let uploaded = 0
+  let bytes = 0
+  const expected: number = status.expectedBlobs
+  let have: number = status.importedBlobs
+  for (let round = 0; round < 10_000; round++) {
+    const page = (await dest.ok('com.atproto.repo.listMissingBlobs', { params: { limit: '100' } })).json
+    const cids: string[] = [...new Set<string>(page.blobs.map((b: { cid: string }) => b.cid))]
+    if (!cids.length) break
+    for (const cid of cids) {
+      checkAbort()
+      const blob = await origin.ok('com.atproto.sync.getBlob', { params: { did, cid }, token: migrationToken })
+      await dest.ok('com.atproto.repo.uploadBlob', { raw: blob.bytes, type: blob.contentType || 'application/octet-stream' })
+      uploaded++
+      have++
+      bytes += blob.bytes.length
+      io.log(`      blobs ${bar(have, expected)} ${have}/${expected} (${kb(bytes)} this run)`)
+    }
+  }
+  if (!uploaded) io.log(`      blobs ${bar(have, expected)} ${have}/${expected}`)
+  checkAbort()
+
+  step(5, 'preferences')
+  const prefs = await origin.call('app.bsky.actor.getPreferences')
+  if (prefs.status === 200) {
+    await dest.ok('app.bsky.actor.putPreferences', { body: { preferences: prefs.json.preferences ?? [] } })
+    io.log(`      ${(prefs.json.preferences ?? []).length} copied`)
+  } else io.log('      the origin has none to give')
+
+  step(6, 'identity')
+  status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  if (status.validDid) io.log('      DID document already names the destination')
+  else if (flow === 'spec') throw new MigrateError('the DID document does not name the destination; sign a PLC operation on the origin')
+  else {
+    const creds = (await dest.ok('com.atproto.identity.getRecommendedDidCredentials')).json
+    const token = await plcToken(origin, opts, io)
+    const op = (await origin.ok('com.atproto.identity.signPlcOperation', { body: { token, ...creds } })).json.operation
+    await dest.ok('com.atproto.identity.submitPlcOperation', { body: { operation: op } })
+    io.log('      DID document now names the destination')
+  }
+
+  step(7, 'activation')
+  status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  if (!status.activated) await dest.ok('com.atproto.server.activateAccount', { post: true })
+  const originNow = await origin.call('com.atproto.server.checkAccountStatus')
+  if (originNow.status === 200 && originNow.json.activated) {
+    await origin.ok('com.atproto.server.deactivateAccount', { body: {} })
+    io.log(`      active on ${dest.url}, deactivated on ${origin.url}`)
+  } else io.log(`      active on ${dest.url}`)
+
+  step(8, 'verification')
+  status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  const data: any = await (await fetch(`${opts.plcUrl.replace(/\/+$/, '')}/${did}/data`, { signal: AbortSignal.timeout(10_000) })).json()
+  const key: string = data?.verificationMethods?.atproto ?? ''
+  const repo = await dest.ok('com.atproto.sync.getRepo', { params: { did } })
+  let records = 0
+  let valid = false
+  try {
+    records = (await verifyRepoCar(repo.bytes, did, key)).creates.length
+    valid = true
+  } catch {
+    valid = false
+  }
+  const destBlobs = await countBlobs(dest, did)
+  const summary: MigrateSummary = {
+    did,
+    flow,
+    resumed,
+    records: { origin: originStatus.indexedRecords, destination: records },
+    blobs: { origin: originBlobs, destination: destBlobs, uploaded, bytes },
+    signature: { valid, key },
+    active: !!status.activated,
+  }
+  io.log(`      records:    ${records} on the destination (origin had ${originStatus.indexedRecords})`)
+  io.log(`      blobs:      ${destBlobs} on the destination (origin had ${originBlobs}; ${uploaded} uploaded, ${kb(bytes)} this run)`)
+  io.log(`      signature:  ${valid ? 'valid' : 'INVALID'} against ${key || 'no key'} of the DID document`)
+  io.log(`      status:     ${summary.active ? 'active' : 'NOT active'}`)
+  const complete = valid && summary.active && records === originStatus.indexedRecords && destBlobs === originBlobs
+  io.log(complete ? 'migration complete' : 'migration INCOMPLETE: run the command again')
+  return summary
+}
+
+async function plcToken(origin: Xrpc, opts: MigrateOptions, io: MigrateIo): Promise<string> {
+  if (opts.plcToken) return opts.plcToken
+  await origin.ok('com.atproto.identity.requestPlcOperationSignature', { post: true })
+  io.log('      the origin emailed a PLC token to the account address')
+  const token = (await io.askToken?.('PLC token from the email: '))?.trim()
+  if (!token) throw new MigrateError('a PLC token was emailed; run the command again with --plc-token <token>')
+  return token
+}
+
+async function countBlobs(server: Xrpc, did: string, token?: string): Promise<number> {
+  let n = 0
+  let cursor: string | undefined
+  for (let i = 0; i < 10_000; i++) {
+    const page = (await server.ok('com.atproto.sync.listBlobs', { params: { did, limit: '1000', ...(cursor ? { cursor } : {}) }, token })).json
+    n += page.cids.length
+    cursor = page.cursor
+    if (!cursor || !page.cids.length) break
+  }
+  return n
+}
+
+/** the endpoint the destination calls itself in its did:web document (may differ from the URL used) */
+async function serviceEndpoint(url: string): Promise<string> {
+  try {
+    const res = await fetch(`${url}/.well-known/did.json`, { signal: AbortSignal.timeout(10_000) })
+    const doc: any = res.ok ? await res.json() : undefined
+    const svc = (doc?.service ?? []).find((s: any) => s?.type === 'AtprotoPersonalDataServer')
+    if (typeof svc?.serviceEndpoint === 'string') return svc.serviceEndpoint.replace(/\/+$/, '')
+  } catch {}
+  return url
+}

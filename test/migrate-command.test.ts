@@ -1,0 +1,236 @@
+// `pds migrate` between two of our servers sharing one PLC directory (@did-plc/server in-process):
+// the spec flow interrupted mid-blobs and resumed, and the standard atproto flow through the real
+// command line (password from the environment, PLC token on the second run). The summary's numbers
+// are checked against what the servers answer.
+import { createRequire } from 'node:module'
+import { randomBytes } from 'node:crypto'
+import { spawn } from 'node:child_process'
+import { verifyRepoCar } from '@atproto/repo'
+import { Secp256k1Keypair } from '@atproto/crypto'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
+import { runMigration } from '../src/migration/command.js'
+
+const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
+const CLI = new URL('../dist/cli.js', import.meta.url).pathname
+const PASSWORD = 'correct horse battery staple'
+
+let plc: any
+let plcUrl: string
+let sink: MailSink
+let origin: TestPds
+let dest: TestPds
+
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
+
+/** an account on the origin with `records` posts and `blobs` images, one blob per post */
+async function seed(handle: string, email: string, records: number, blobs: number) {
+  const created = await xrpc(origin.url, 'com.atproto.server.createAccount', { body: { handle, email, password: PASSWORD } })
+  expect(created.status).toBe(200)
+  const { did, accessJwt } = created.body
+  const refs: any[] = []
+  for (let i = 0; i < blobs; i++) {
+    const res = await fetch(`${origin.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(accessJwt), 'content-type': 'image/png' },
+      body: randomBytes(2000 + i),
+    })
+    expect(res.status).toBe(200)
+    refs.push((await res.json()).blob)
+  }
+  const writes = Array.from({ length: records }, (_, i) => ({
+    $type: 'com.atproto.repo.applyWrites#create',
+    collection: 'app.bsky.feed.post',
+    rkey: `p${String(i).padStart(4, '0')}`,
+    value: {
+      $type: 'app.bsky.feed.post',
+      text: `post ${i}`,
+      createdAt: new Date().toISOString(),
+      ...(i < blobs ? { embed: { $type: 'app.bsky.embed.images', images: [{ image: refs[i], alt: '' }] } } : {}),
+    },
+  }))
+  for (let i = 0; i < writes.length; i += 50) {
+    const res = await xrpc(origin.url, 'com.atproto.repo.applyWrites', { headers: bearer(accessJwt), body: { repo: did, writes: writes.slice(i, i + 50) } })
+    expect(res.status).toBe(200)
+  }
+  const prefs = await xrpc(origin.url, 'app.bsky.actor.putPreferences', {
+    headers: bearer(accessJwt),
+    body: { preferences: [{ $type: 'app.bsky.actor.defs#adultContentPref', enabled: true }] },
+  })
+  expect(prefs.status).toBe(200)
+  return { did: did as string }
+}
+
+/** what the destination holds for `did`, read without the command */
+async function destinationState(did: string) {
+  const repo = await fetch(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
+  expect(repo.status).toBe(200)
+  const doc = await (await fetch(`${plcUrl}/${did}`)).json()
+  const key = (await (await fetch(`${plcUrl}/${did}/data`)).json()).verificationMethods.atproto
+  const verified = await verifyRepoCar(new Uint8Array(await repo.arrayBuffer()), did, key)
+  const blobs = await xrpc(dest.url, 'com.atproto.sync.listBlobs', { params: { did, limit: '1000' } })
+  return { records: verified.creates.length, blobs: blobs.body.cids.length, endpoint: doc.service[0].serviceEndpoint }
+}
+
+function runCli(args: string[], env: Record<string, string>) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'pipe' })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
+    child.on('error', reject)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+}
+
+describe('pds migrate', () => {
+  beforeAll(async () => {
+    plc = PlcServer.create({ db: Database.mock(), port: 0 })
+    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
+    sink = await startMailSink()
+    origin = await startTestPds({ PDS_DID_PLC_URL: plcUrl, ...sinkEnv(sink) })
+    dest = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_HOSTNAME: 'pds2.localhost', ...sinkEnv(sink) })
+  })
+  afterAll(async () => {
+    await origin?.stop()
+    await dest?.stop()
+    await sink?.close()
+    await plc?.destroy()
+  })
+
+  it('spec flow: interrupted after 4 of 12 blobs, the second run uploads only the other 8', async () => {
+    const { did } = await seed('walker.test', 'walker@example.com', 60, 12)
+    const lines: string[] = []
+    const abort = new AbortController()
+    let uploads = 0
+    const askToken = async () => {
+      await sink.waitFor(sink.received.length)
+      return sink.tokenFor('walker@example.com')
+    }
+    const opts = { from: origin.url, to: dest.url, handle: 'walker.test', password: PASSWORD, plcUrl }
+    await expect(
+      runMigration(opts, {
+        log: (l) => {
+          lines.push(l)
+          if (/^\s+blobs \[/.test(l) && ++uploads === 4) abort.abort()
+        },
+        askToken,
+        signal: abort.signal,
+      }),
+    ).rejects.toThrow(/interrupted/)
+    expect(lines.some((l) => l.includes('spec migration flow'))).toBe(true)
+    const mid = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
+    const status = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(mid.body.accessJwt) })
+    expect(status.body).toMatchObject({ activated: false, indexedRecords: 60, expectedBlobs: 12, importedBlobs: 4 })
+
+    const again: string[] = []
+    const summary = await runMigration(opts, { log: (l) => again.push(l), askToken })
+    expect(again).toContain('      already created there: resuming')
+    expect(summary).toMatchObject({
+      did,
+      flow: 'spec',
+      resumed: true,
+      records: { origin: 60, destination: 60 },
+      blobs: { origin: 12, destination: 12, uploaded: 8 },
+      signature: { valid: true },
+      active: true,
+    })
+    expect(again.at(-1)).toBe('migration complete')
+    // the numbers match what the servers say
+    const state = await destinationState(did)
+    expect(state).toEqual({ records: 60, blobs: 12, endpoint: dest.env.PDS_PUBLIC_URL })
+    const prefs = await xrpc(dest.url, 'app.bsky.actor.getPreferences', { headers: bearer(mid.body.accessJwt) })
+    expect(prefs.body.preferences).toEqual([{ $type: 'app.bsky.actor.defs#adultContentPref', enabled: true }])
+    const originStatus = await xrpc(origin.url, 'com.atproto.sync.getRepoStatus', { params: { did } })
+    expect(originStatus.body.active).toBe(false)
+  })
+
+  it('standard flow through the command line: no terminal, the PLC token on the second run', async () => {
+    const { did } = await seed('stepper.test', 'stepper@example.com', 30, 5)
+    const args = ['migrate', '--from', origin.url, '--to', dest.url, '--handle', 'stepper.test', '--flow', 'standard']
+    const env = { PDS_MIGRATE_PASSWORD: PASSWORD, PDS_DID_PLC_URL: plcUrl }
+    const before = sink.received.length
+    const first = await runCli(args, env)
+    expect(first.code).toBe(1)
+    expect(first.stderr).toContain('run the command again with --plc-token')
+    expect(first.stdout).toContain('standard atproto migration')
+    expect(first.stdout).toMatch(/blobs \[#+\] 5\/5/)
+    // the password never appears in what the command prints
+    expect(first.stdout + first.stderr).not.toContain(PASSWORD)
+    await sink.waitFor(before + 1)
+    const token = sink.tokenFor('stepper@example.com')
+
+    const second = await runCli([...args, '--plc-token', token], env)
+    expect(second.stderr).toBe('')
+    expect(second.code).toBe(0)
+    expect(second.stdout).toContain('already created there: resuming')
+    expect(second.stdout).toContain('records:    30 on the destination (origin had 30)')
+    expect(second.stdout).toContain('blobs:      5 on the destination (origin had 5; 0 uploaded')
+    expect(second.stdout).toMatch(/signature: {2}valid against did:key:z/)
+    expect(second.stdout).toContain('status:     active')
+    expect(second.stdout.trim().split('\n').at(-1)).toBe('migration complete')
+    expect(await destinationState(did)).toEqual({ records: 30, blobs: 5, endpoint: dest.env.PDS_PUBLIC_URL })
+    const login = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: 'stepper.test', password: PASSWORD } })
+    expect(login.body).toMatchObject({ did, active: true })
+    expect(login.body.didDoc.service[0].serviceEndpoint).toBe(dest.env.PDS_PUBLIC_URL)
+  })
+
+  it('standard destination: service-auth createAccount and submitPlcOperation refuse what does not fit', async () => {
+    const { did } = await seed('checker.test', 'checker@example.com', 1, 0)
+    const login = await xrpc(origin.url, 'com.atproto.server.createSession', { body: { identifier: 'checker.test', password: PASSWORD } })
+    const jwt = login.body.accessJwt
+    const destDid = (await xrpc(dest.url, 'com.atproto.server.describeServer')).body.did
+    const svc = async (aud: string, lxm = 'com.atproto.server.createAccount') =>
+      (await xrpc(origin.url, 'com.atproto.server.getServiceAuth', { headers: bearer(jwt), params: { aud, lxm } })).body.token
+    const body = { did, handle: 'checker.test', email: 'checker@example.com', password: PASSWORD }
+    const create = (token?: string, b: Record<string, unknown> = body) =>
+      xrpc(dest.url, 'com.atproto.server.createAccount', { headers: token ? bearer(token) : {}, body: b })
+    // no token: the DID cannot be claimed
+    expect((await create()).body.error).toBe('InvalidRequest')
+    // a token for another audience, for another method, or for another DID
+    expect((await create(await svc('did:web:elsewhere.test'))).body).toMatchObject({ error: 'InvalidToken' })
+    expect((await create(await svc(destDid, 'com.atproto.repo.importRepo'))).body).toMatchObject({ error: 'InvalidToken' })
+    const other = await seed('other.test', 'other@example.com', 1, 0)
+    const wrongDid = await create(await svc(destDid), { ...body, did: other.did })
+    expect(wrongDid.status).toBe(401)
+    // a token signed by a key the DID document does not name
+    const [h, p] = (await svc(destDid)).split('.')
+    expect((await create(`${h}.${p}.${Buffer.alloc(64, 1).toString('base64url')}`)).body.error).toBe('InvalidToken')
+    // nothing was created by any of that
+    expect((await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })).status).toBe(401)
+
+    const ok = await create(await svc(destDid))
+    expect(ok.status).toBe(200)
+    expect(ok.body.didDoc).toBeUndefined()
+    const destJwt = ok.body.accessJwt
+    const status = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(destJwt) })
+    expect(status.body).toMatchObject({ activated: false, validDid: false })
+    expect((await create(await svc(destDid))).body.error).toBe('AccountAlreadyExists')
+
+    // submitPlcOperation: an operation that does not name this server's key and endpoint
+    const creds = (await xrpc(dest.url, 'com.atproto.identity.getRecommendedDidCredentials', { headers: bearer(destJwt) })).body
+    expect(creds.services.atproto_pds.endpoint).toBe(dest.env.PDS_PUBLIC_URL)
+    const submit = (operation: Record<string, unknown>) =>
+      xrpc(dest.url, 'com.atproto.identity.submitPlcOperation', { headers: bearer(destJwt), body: { operation } })
+    const stranger = (await Secp256k1Keypair.create()).did()
+    const base = { type: 'plc_operation', ...creds, prev: 'bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua', sig: 'c2ln' }
+    const wrongKey = await submit({ ...base, verificationMethods: { atproto: stranger } })
+    expect(wrongKey.body.message).toMatch(/signing key/)
+    const wrongPds = await submit({ ...base, services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.test' } } })
+    expect(wrongPds.body.message).toMatch(/atproto_pds/)
+    const noRotation = await submit({ ...base, rotationKeys: [stranger] })
+    expect(noRotation.body.message).toMatch(/rotation key/)
+    // a fitting operation with a bad signature: the directory refuses it, nothing is stored
+    const badSig = await submit(base)
+    expect(badSig.status).toBe(400)
+    expect(badSig.body.message).toMatch(/PLC directory refused/)
+    const after = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(destJwt) })
+    expect(after.body.validDid).toBe(false)
+  })
+})
