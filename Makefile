@@ -11,13 +11,18 @@ STAMPS := .tools/stamps
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
-.PHONY: serve test codegen build bench bench-compare clean test-tools
+.PHONY: serve test test-interop codegen build bench bench-compare clean test-tools
 
 serve: build
 	node dist/bin.js
 
 test: build test-tools
 	node node_modules/vitest/vitest.mjs run $(VITEST_ARGS)
+
+# Account migration both ways between ours and the reference PDS (bench/peer/, installed on first
+# use, shared with bench-compare); test/interop/, apart from `make test`.
+test-interop: build $(STAMPS)/peer
+	node node_modules/vitest/vitest.mjs run --config vitest.interop.config.ts $(VITEST_ARGS)
 
 # Debian packages some suites drive, installed when missing: headless Chromium for the OAuth
 # sign-in page, caddy and systemd-analyze to validate the deploy/ examples.

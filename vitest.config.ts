@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config'
 
 // The whole suite runs twice: on SQLite, and on PostgreSQL when PDS_TEST_POSTGRES_URL is set
 // (otherwise that project's suites report skipped). Tests that do not touch the store
-// (*.nodb.test.ts) run once.
+// (*.nodb.test.ts) run once. test/interop/ (against the reference PDS) runs apart: `make test-interop`
+// with vitest.interop.config.ts.
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -10,14 +11,19 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'sqlite', include: ['test/**/*.test.ts'], env: { PDS_TEST_DIALECT: 'sqlite' } },
+        test: {
+          name: 'sqlite',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/interop/**'],
+          env: { PDS_TEST_DIALECT: 'sqlite' },
+        },
       },
       {
         extends: true,
         test: {
           name: 'postgres',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/**/*.nodb.test.ts'],
+          exclude: ['test/**/*.nodb.test.ts', 'test/interop/**'],
           env: { PDS_TEST_DIALECT: 'postgres' },
         },
       },

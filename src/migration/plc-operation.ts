@@ -1,7 +1,8 @@
 // signPlcOperation (part 2 §4.8): consume the email token, overlay the given fields on the latest
 // operation, sign with the server's rotation key, store at seq + 1, publish upstream, follow the
 // handle, emit `#identity`, all in one transaction (publishing last, so a refusal undoes it all,
-// the token included).
+// the token included). Except an operation moving the account to another server outside the spec
+// flow (standard atproto migration): signed and returned only, for the destination to submit.
 import { parseDidKey } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import type { AccountRow } from '../account/store.js'
@@ -51,6 +52,14 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
         logger.warn({ did }, "signPlcOperation: the operation removes this server's rotation key")
       }
       const op = await signOp(unsigned, rotationKey)
+      if (isStandardHandOff(account, unsigned, config.publicUrl)) {
+        // the standard atproto migration: the destination submits this operation
+        // (submitPlcOperation), and a PLC directory refuses it a second time; so, like the
+        // reference PDS, it is only signed and returned, the token consumed. Nothing changes here
+        // until the directory has it.
+        logger.info({ did }, 'signPlcOperation: operation for another server signed, left for it to submit')
+        return op
+      }
       await appendOp(trx, did, latest.seq + 1, op)
       let handle: string | undefined
       if (fields.alsoKnownAs && JSON.stringify(fields.alsoKnownAs) !== JSON.stringify(prevOp.alsoKnownAs)) {
@@ -68,6 +77,16 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
     if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
     throw err
   }
+}
+
+/**
+ * An operation handing the account to another server's endpoint outside the spec flow (no
+ * requestAccountMigrate before it): the standard atproto migration, whose destination submits it.
+ */
+function isStandardHandOff(account: AccountRow, op: UnsignedPlcOp, publicUrl: string): boolean {
+  if (account.migration_state === 'migrating-out') return false
+  const endpoint = op.services?.atproto_pds?.endpoint
+  return typeof endpoint === 'string' && endpoint.replace(/\/+$/, '') !== publicUrl
 }
 
 function checkFields(input: OpFields) {
