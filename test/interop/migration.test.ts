@@ -42,7 +42,7 @@ async function seed(agent: AtpAgent, handle: string, email: string, n: number, b
   for (let i = 0; i < n; i++) {
     const value: any = { $type: 'app.bsky.feed.post', text: `post ${i} from ${handle}`, createdAt: new Date().toISOString() }
     if (i < b) value.embed = { $type: 'app.bsky.embed.images', images: [{ image: refs[i], alt: `image ${i}` }] }
-    const res = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: `p${i}`, record: value })
+    const res = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: value })
     records.push({ uri: res.data.uri, cid: res.data.cid, value })
   }
   const profile = { $type: 'app.bsky.actor.profile', displayName: `Interop ${handle}` }
@@ -101,6 +101,14 @@ async function migrate(from: AtpAgent, toUrl: string, account: Seeded, plcToken:
   return to
 }
 
+/** a new post through the destination session, added to what `account` must hold */
+async function postAt(to: AtpAgent, account: Seeded) {
+  const value = { $type: 'app.bsky.feed.post', text: 'hello from the new home', createdAt: new Date().toISOString() }
+  const { data } = await to.com.atproto.repo.createRecord({ repo: account.did, collection: 'app.bsky.feed.post', record: value })
+  expect(data.uri).toContain(account.did)
+  account.records.push({ uri: data.uri, cid: data.cid, value })
+}
+
 /** everything `account` had, read back from the destination at `url`; the repo verified */
 async function expectAllAt(url: string, plcUrl: string, account: Seeded) {
   const reader = new AtpAgent({ service: url })
@@ -151,14 +159,9 @@ describe('interop with the reference PDS', () => {
       const mail = await peer.waitForMail('plcOperation', account.email)
       return mail.params.token
     })
-    await expectAllAt(ours.url, peer.plcUrl, account)
     // the session at the destination is a working one: a new post lands in the migrated repo
-    const post = await to.com.atproto.repo.createRecord({
-      repo: account.did,
-      collection: 'app.bsky.feed.post',
-      record: { $type: 'app.bsky.feed.post', text: 'hello from the new home', createdAt: new Date().toISOString() },
-    })
-    expect(post.data.uri).toContain(account.did)
+    await postAt(to, account)
+    await expectAllAt(ours.url, peer.plcUrl, account)
     // the origin reports the account deactivated
     const { data: left } = await new AtpAgent({ service: peer.url }).com.atproto.sync.getRepoStatus({ did: account.did })
     expect(left).toMatchObject({ active: false, status: 'deactivated' })
@@ -176,13 +179,10 @@ describe('interop with the reference PDS', () => {
       }
       throw new Error('no PLC operation mail from ours')
     })
+    // the reference keeps the imported commit (signed with our key) until the account's next
+    // write, which it signs with its own key: the repository verifies after it
+    await postAt(to, account)
     await expectAllAt(peer.url, peer.plcUrl, account)
-    const post = await to.com.atproto.repo.createRecord({
-      repo: account.did,
-      collection: 'app.bsky.feed.post',
-      record: { $type: 'app.bsky.feed.post', text: 'hello from the new home', createdAt: new Date().toISOString() },
-    })
-    expect(post.data.uri).toContain(account.did)
     const { data: left } = await new AtpAgent({ service: ours.url }).com.atproto.sync.getRepoStatus({ did: account.did })
     expect(left).toMatchObject({ active: false, status: 'deactivated' })
   }, 120_000)
