@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks'
 import { cpuMs, memory } from './proc.js'
 import { percentile, runLoad } from './load.js'
 import { Xrpc, XrpcError, isNotImplemented } from './xrpc.js'
+import { OAuthUnavailable, ath, oauthSession } from './oauth.js'
 
 const PASSWORD = 'bench-password-0123456789'
 const POST = 'app.bsky.feed.post'
@@ -184,6 +185,36 @@ export const SCENARIOS = [
         concurrency: 16,
         durationMs: p.seconds * 1000,
         op: (i, w) => t.x.call('com.atproto.server.getSession', { token: t.accounts[w % 16].accessJwt }),
+      }),
+  },
+  {
+    // OAuth: a DPoP-bound access token per worker, a fresh proof (ES256, new jti, ath) on every
+    // call, so proof verification and the replay store are on the measured path
+    key: 'getSession.dpop',
+    name: 'getSession with DPoP (c=16)',
+    metric: 'req/s',
+    setup: async (t) => {
+      const accounts = await t.ensureAccounts(16)
+      const publicUrl = t.server.publicUrl ?? t.server.url
+      const sessions = []
+      try {
+        for (const a of accounts) sessions.push(await oauthSession(t.server.url, publicUrl, { handle: a.handle, password: PASSWORD }))
+      } catch (err) {
+        if (err instanceof OAuthUnavailable) throw new NotApplicable(err.message)
+        throw err
+      }
+      return sessions.map((s) => ({ ...s, ath: ath(s.accessToken), htu: `${s.publicUrl}/xrpc/com.atproto.server.getSession` }))
+    },
+    run: (t, p, sessions) =>
+      runLoad({
+        concurrency: 16,
+        durationMs: p.seconds * 1000,
+        op: (i, w) => {
+          const s = sessions[w]
+          return t.x.call('com.atproto.server.getSession', {
+            headers: { authorization: `DPoP ${s.accessToken}`, dpop: s.key.proof('GET', s.htu, { ath: s.ath }) },
+          })
+        },
       }),
   },
   {

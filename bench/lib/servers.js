@@ -132,7 +132,7 @@ export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false
     await srv.stop()
     throw new Error(`${err.message} (log: ${srv.logFile})`)
   }
-  return { ...srv, kind: 'ours', db }
+  return { ...srv, kind: 'ours', db, publicUrl: env.PDS_PUBLIC_URL ?? `http://localhost:${port}` }
 }
 
 /** The reference PDS from bench/peer/ (see bench/peer/server.mjs), on Node 24.18.1. */
