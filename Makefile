@@ -41,8 +41,18 @@ build: $(STAMPS)/build
 # BENCH_ARGS for more (e.g. BENCH_ARGS="--only getSession,createSession --pairs 3").
 BENCH_FLAGS = $(if $(QUICK),--quick) $(if $(DB),--db $(DB)) $(BENCH_ARGS)
 
+# With DB=postgres, bench/multiprocess.ts then measures one vs two server processes on one
+# PostgreSQL (and the Redis on 127.0.0.1:6379 when PDS_BENCH_REDIS_URL is set): createRecord over
+# 8 accounts, getSession, firehose lag across processes; one JSON line per measurement.
+PG_BENCH_URL = $(or $(PDS_BENCH_POSTGRES_URL),$(PDS_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/test)
+MP_SECONDS = $(if $(QUICK),3,5)
+
 bench: build
 	node bench/run.js $(BENCH_FLAGS)
+ifeq ($(DB),postgres)
+	PDS_BENCH_POSTGRES_URL=$(PG_BENCH_URL) node bench/multiprocess.ts --procs 1 --seconds $(MP_SECONDS)
+	PDS_BENCH_POSTGRES_URL=$(PG_BENCH_URL) node bench/multiprocess.ts --procs 2 --seconds $(MP_SECONDS)
+endif
 
 # The reference PDS (bench/peer/, its own package.json) runs on Node $(PEER_NODE_VERSION): its
 # better-sqlite3 12.x aborts under Node >= 24.19 (nodejs/node#65446), so it is rebuilt for that Node.

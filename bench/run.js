@@ -17,6 +17,7 @@ import { memory } from './lib/proc.js'
 import { fmt, median, table } from './lib/report.js'
 import { SCENARIOS, Target, profile, runScenario } from './lib/scenarios.js'
 import { RESULTS, killAll, startOurs, startPeer } from './lib/servers.js'
+import { runMigrationFlow } from './lib/migration.js'
 
 const argv = process.argv.slice(2)
 const flag = (name) => argv.includes(name)
@@ -38,6 +39,15 @@ const cpuProf = flag('--profile')
 const oursDir = opt('--ours-dir', undefined)
 const p = profile(quick)
 const scenarios = only.length ? SCENARIOS.filter((s) => only.some((o) => s.key.startsWith(o))) : SCENARIOS
+// the migration flow starts its own two servers of ours (and a PLC directory): it runs last, ours only
+const withMigration = only.length === 0 || only.some((o) => 'migration'.startsWith(o))
+const migrationSize = quick ? { records: 1000, blobs: 10 } : { records: 10_000, blobs: 100 }
+async function migration() {
+  log(`  migration flow (${migrationSize.records} records, ${migrationSize.blobs} blobs of 100 KiB) ...`)
+  const r = await runMigrationFlow({ db, ...migrationSize, log })
+  log(`    ${r.status}: ${r.note ?? ''}`)
+  return r
+}
 
 // a hard stop for the whole run, whatever happens
 const HARD_LIMIT_MIN = compare ? 60 : 30
@@ -108,7 +118,7 @@ function saveJson(name, data) {
   return file
 }
 
-const valueCol = (r) => (r.metric === 'req/s' ? '' : `${fmt(r.value, r.metric === 'MB/s' ? 2 : 0)} ${r.metric}`)
+const valueCol = (r) => (r.metric === 'req/s' ? '' : `${fmt(r.value, r.metric === 'MB/s' || r.metric === 's' ? 2 : 0)} ${r.metric}`)
 
 function singleTable(results) {
   return table(
@@ -175,6 +185,7 @@ async function single() {
   } finally {
     var mem = await finish(run)
   }
+  if (kind === 'ours' && withMigration) results.push(await migration())
   const out = [
     `\n${label} (${quick ? 'QUICK' : 'full'} run) on ${machine().cpu}`,
     singleTable(results),
@@ -257,6 +268,19 @@ async function comparison() {
   } finally {
     memA = await finish(A)
     memB = await finish(B)
+  }
+  if (withMigration) {
+    const m = await migration()
+    raw.push(m)
+    rows.push({
+      key: m.key,
+      scenario: m.scenario,
+      metric: 'wall s',
+      ours: { status: m.status, value: m.value, cpuMsPerOp: m.cpuMsPerOp, errors: m.status === 'ok' ? 0 : 1 },
+      reference: { status: 'n/a', value: NaN, cpuMsPerOp: NaN, errors: 0 },
+      ratio: NaN,
+      cpuRatio: NaN,
+    })
   }
   const side = (x, metric) =>
     Number.isFinite(x.value) ? `${fmt(x.value, metric === 'MB/s' ? 2 : 1)}${x.status === 'ok' ? '' : ` (${x.status} once)`}` : x.status

@@ -7,7 +7,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
 import type { WebSocketServer } from 'ws'
 import { Secp256k1Keypair } from '@atproto/crypto'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import type { Services, TestHooks } from './context.js'
@@ -97,7 +97,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   }
   // one connection for shared state (rate-limit counters); commands fail fast while it is down
   const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
+    ? new (await import('ioredis')).Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
     : undefined
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
   if (redis) await redisReady(redis, logger)

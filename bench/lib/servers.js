@@ -74,7 +74,7 @@ function launch({ label, cmd, args, env, cwd, url, dataDir, cleanup }) {
 }
 
 /** Ours: `node dist/bin.js`, rate limits off, quiet logs, a temp data dir; SQLite or PostgreSQL. */
-export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false, dir = ROOT } = {}) {
+export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false, dir = ROOT, env: extraEnv } = {}) {
   const bin = path.join(dir, 'dist', 'bin.js')
   if (!existsSync(bin)) throw new Error(`${bin} missing: run \`make build\` first`)
   const port = await freePort()
@@ -90,6 +90,7 @@ export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false
     PDS_RATE_LIMITS_ENABLED: 'false',
     PDS_LOG_LEVEL: 'warn',
     PDS_SERVICE_HANDLE_DOMAINS: '.test',
+    ...extraEnv?.(port),
   }
   let cleanup
   if (db === 'postgres') {
@@ -132,7 +133,7 @@ export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false
     await srv.stop()
     throw new Error(`${err.message} (log: ${srv.logFile})`)
   }
-  return { ...srv, kind: 'ours', db }
+  return { ...srv, kind: 'ours', db, publicUrl: env.PDS_PUBLIC_URL ?? `http://localhost:${port}` }
 }
 
 /** The reference PDS from bench/peer/ (see bench/peer/server.mjs), on Node 24.18.1. */

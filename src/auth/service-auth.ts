@@ -1,7 +1,7 @@
 // Service-auth tokens of part 2 §4.7 with DECISIONS.md 7: for another service, ES256K signed with
 // the account's repository key (verifiable from the DID document); for this server's own DID,
 // HS256 with PDS_JWT_SECRET. Claims iss, aud, lxm (when given), iat, exp, jti.
-import { Secp256k1Keypair } from '@atproto/crypto'
+import { k256Keypair } from '../identity/k256.js'
 import { SignJWT } from 'jose'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
@@ -41,7 +41,7 @@ export async function mintServiceAuth(
   }
   const row = await deps.db.selectFrom('signing_key').select('private_key_hex').where('did', '=', req.iss).executeTakeFirst()
   if (!row) throw xrpcError('InvalidRequest', 'This account has no repository signing key on this server')
-  const keypair = await Secp256k1Keypair.import(row.private_key_hex)
+  const keypair = await k256Keypair(row.private_key_hex)
   return signEs256k(keypair, { typ: 'JWT' }, claims)
 }
 

@@ -2,6 +2,7 @@
 // (compact, low-S: exactly the JWS R||S form) and verified with its verifySignature. jose supplies
 // base64url, header/claim decoding and JWK thumbprints.
 import { formatDidKey, parseDidKey, Secp256k1Keypair, verifySignature, type Keypair } from '@atproto/crypto'
+import { k256Keypair, verifyK256 } from '../identity/k256.js'
 import { base64url, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, type JWK } from 'jose'
 
 const utf8 = new TextEncoder()
@@ -16,8 +17,25 @@ export async function signEs256k(
   return `${input}.${base64url.encode(sig)}`
 }
 
+// A signature check is a pure function of (key, token, malleability rule): positive answers are
+// remembered (bounded, oldest first out), so a client reusing its access token pays the ECDSA
+// verification once. Expiry and every claim are still checked by the caller on each use.
+const verified = new Set<string>()
+const VERIFIED_MAX = 2048
+
 /** true when `jwt` carries a valid ES256K signature by `didKey` (a did:key) */
 export async function verifyEs256k(jwt: string, didKey: string, opts: { allowMalleable?: boolean } = {}) {
+  const memo = `${opts.allowMalleable ? 1 : 0}${didKey} ${jwt}`
+  if (verified.has(memo)) return true
+  const ok = await verifyEs256kUncached(jwt, didKey, opts)
+  if (ok) {
+    verified.add(memo)
+    if (verified.size > VERIFIED_MAX) verified.delete(verified.values().next().value as string)
+  }
+  return ok
+}
+
+async function verifyEs256kUncached(jwt: string, didKey: string, opts: { allowMalleable?: boolean }) {
   const parts = jwt.split('.')
   if (parts.length !== 3) return false
   let sig: Uint8Array
@@ -28,6 +46,8 @@ export async function verifyEs256k(jwt: string, didKey: string, opts: { allowMal
   }
   if (sig.length !== 64) return false
   try {
+    const fast = verifyK256(didKey, utf8.encode(`${parts[0]}.${parts[1]}`), sig, opts)
+    if (fast !== undefined) return fast
     return await verifySignature(didKey, utf8.encode(`${parts[0]}.${parts[1]}`), sig, {
       allowMalleableSig: opts.allowMalleable,
     })
@@ -66,7 +86,7 @@ export type OAuthKey = { keypair: Keypair; didKey: string; jwk: JWK & { kid: str
 
 /** the deployment's OAuth signing key (part 2 §2.1) from its hex scalar */
 export async function loadOAuthKey(hex: string): Promise<OAuthKey> {
-  const keypair = await Secp256k1Keypair.import(hex)
+  const keypair = await k256Keypair(hex)
   const pub = k256PublicJwk(keypair)
   const kid = await calculateJwkThumbprint(pub, 'sha256')
   return { keypair, didKey: keypair.did(), kid, jwk: { ...pub, alg: 'ES256K', use: 'sig', kid } }

@@ -1,6 +1,7 @@
 // DPoP jti replay stores (part 2 §5.3, DECISIONS.md 10): an atomic check-and-record that answers
 // whether the jti is seen for the first time within the window.
-import { Redis } from 'ioredis'
+import { createRequire } from 'node:module'
+import type { Redis } from 'ioredis'
 
 export const REPLAY_WINDOW_S = 60
 
@@ -51,7 +52,9 @@ export class RedisReplayStore implements ReplayStore {
   private redis: Redis
   constructor(url: string, private prefix = 'pds:dpop:jti:') {
     // a command waits for a reconnect a little (a blip), then fails: never longer than 2 s
-    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true, commandTimeout: 2000 })
+    // ioredis (~20 MiB) loads only when a Redis store is configured
+    const { Redis: RedisClient } = createRequire(import.meta.url)('ioredis') as typeof import('ioredis')
+    this.redis = new RedisClient(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true, commandTimeout: 2000 })
     // connection errors surface on the calls that need the store; an idle reconnect must not crash
     this.redis.on('error', () => {})
   }

@@ -1,6 +1,5 @@
 // Turns a write request into what the writer commits: checked collection and rkey, the record as
 // IPLD with its CID, its validation status and the blobs it references.
-import { lexicons } from '@atproto/api'
 import { TID } from '@atproto/common'
 import { jsonToLex, lexToIpld, lexToJson } from '@atproto/lexicon'
 import { cidForRecord } from '@atproto/repo'
@@ -75,6 +74,8 @@ export async function prepareRecordWrite(
   }
   let validationStatus: ValidationStatus | undefined
   if (w.validate !== false) {
+    // the official lexicons (~40 MiB of schemas) load on the first validated write, not at start
+    const { lexicons } = await import('@atproto/api')
     if (lexicons.getDef(collection)?.type === 'record') {
       try {
         lexicons.assertValidRecord(collection, lex)

@@ -2,12 +2,13 @@
 // references, counters and the firehose event commit together or not at all. Writes to one
 // repository are serialized by a row lock on its repo_root row (PostgreSQL; it holds across
 // processes); SQLite runs one transaction at a time on its single connection.
-import { Secp256k1Keypair, type Keypair } from '@atproto/crypto'
+import type { Keypair } from '@atproto/crypto'
 import { BlockMap, Repo, WriteOpAction, type RecordWriteOp } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
 import { sql } from 'kysely'
 import type { Db, Dialect } from '../db/index.js'
 import { xrpcError } from '../errors.js'
+import { k256Keypair } from '../identity/k256.js'
 import { appendCommitOrSync, type CommitOp } from './events.js'
 import type { PreparedWrite } from './prepare.js'
 import { SqlRepoStorage, type Store } from './storage.js'
@@ -20,7 +21,7 @@ export type WriteResult =
 export async function signingKeyFor(db: Store, did: string): Promise<Keypair> {
   const row = await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirst()
   if (!row) throw xrpcError('InvalidRequest', 'Account has no signing key')
-  return Secp256k1Keypair.import(row.private_key_hex)
+  return k256Keypair(row.private_key_hex)
 }
 
 /** the empty signed repository of a fresh account, inside the account's creation transaction */

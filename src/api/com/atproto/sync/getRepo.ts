@@ -1,11 +1,10 @@
 // com.atproto.sync.getRepo: the repository as a CAR rooted at the current commit, streamed;
-// since: only the blocks written after that revision.
+// since: only the blocks written after that revision. Written by repo/car.ts in 64 KiB chunks.
 import { Readable } from 'node:stream'
-import { writeCarStream } from '@atproto/repo'
-import { parseCid } from '@atproto/lex-data'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { syncRepo } from '../../../../repo/read.js'
+import { carChunks } from '../../../../repo/car.js'
 import type { MigrationAuth } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
@@ -19,11 +18,8 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
       if (params.since) q = q.where('repo_rev', '>', params.since)
       return { root, rows: await q.execute() }
     })
-    async function* blocks() {
-      for (const r of rows) yield { cid: parseCid(r.cid), bytes: new Uint8Array(r.content) }
-    }
     return {
       encoding: 'application/vnd.ipld.car',
-      body: Readable.from(writeCarStream(parseCid(root.cid), blocks())),
+      body: Readable.from(carChunks(root.cid, rows), { objectMode: false }),
     }
   })
