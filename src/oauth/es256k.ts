@@ -2,7 +2,7 @@
 // (compact, low-S: exactly the JWS R||S form) and verified with its verifySignature. jose supplies
 // base64url, header/claim decoding and JWK thumbprints.
 import { formatDidKey, parseDidKey, Secp256k1Keypair, verifySignature, type Keypair } from '@atproto/crypto'
-import { k256Keypair, verifyK256 } from '../identity/k256.js'
+import { k256Keypair } from '../identity/k256.js'
 import { base64url, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, type JWK } from 'jose'
 
 const utf8 = new TextEncoder()
@@ -46,8 +46,6 @@ async function verifyEs256kUncached(jwt: string, didKey: string, opts: { allowMa
   }
   if (sig.length !== 64) return false
   try {
-    const fast = verifyK256(didKey, utf8.encode(`${parts[0]}.${parts[1]}`), sig, opts)
-    if (fast !== undefined) return fast
     return await verifySignature(didKey, utf8.encode(`${parts[0]}.${parts[1]}`), sig, {
       allowMalleableSig: opts.allowMalleable,
     })
