@@ -473,6 +473,17 @@ describe('OAuth authorization server', () => {
       expect(again.json.error).toBe('InvalidToken')
     })
 
+    it('refuses a jti already accepted within 60 s even when another key signs it (§5.2)', async () => {
+      const a = await signIn()
+      const b = await signIn()
+      const url = `${srv.publicUrl}/xrpc/com.atproto.server.getSession`
+      const jti = randomBytes(12).toString('hex')
+      const first = await dpopGet(srv, a.key, a.tokens.access_token, 'com.atproto.server.getSession', {}, await a.key.proof('GET', url, { ath: ath(a.tokens.access_token), jti }))
+      expect(first.status).toBe(200)
+      const second = await dpopGet(srv, b.key, b.tokens.access_token, 'com.atproto.server.getSession', {}, await b.key.proof('GET', url, { ath: ath(b.tokens.access_token), jti }))
+      expect([second.status, second.json.error]).toEqual([401, 'InvalidToken'])
+    })
+
     it.each([
       ['htm', (k: DpopKey, t: string, u: string) => k.proof('POST', u, { ath: ath(t) })],
       ['htu', (k: DpopKey, t: string, u: string) => k.proof('GET', u.replace('getSession', 'getServiceAuth'), { ath: ath(t) })],

@@ -66,9 +66,9 @@ export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Pr
     if (ath !== want) throw new DpopError('DPoP proof ath does not match the access token')
   }
   const jkt = await calculateJwkThumbprint(jwk, 'sha256')
-  // last, so a proof refused for another reason does not burn its jti; keyed by key and jti so
-  // two clients cannot collide
-  if (!(await replay.firstSeen(`${jkt}:${jti}`))) throw new DpopError('DPoP proof replayed')
+  // last, so a proof refused for another reason does not burn its jti; keyed by the jti alone
+  // (§5.2: a jti accepted within the preceding 60 s is refused, whatever key signs it again)
+  if (!(await replay.firstSeen(jti))) throw new DpopError('DPoP proof replayed')
   return { jkt }
 }
 
