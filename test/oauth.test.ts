@@ -375,6 +375,15 @@ describe('OAuth authorization server', () => {
       }
     })
 
+    it('revoke answers 200 with an empty body even when the form body cannot be read', async () => {
+      for (const contentType of ['application/x-www-form-urlencoded; charset=bogus-charset', 'application/x-www-form-urlencoded']) {
+        const body = contentType.includes('bogus') ? 'token=x' : `token=${'x'.repeat(200_000)}`
+        const res = await fetch(`${pds.url}/oauth/revoke`, { method: 'POST', headers: { 'content-type': contentType }, body })
+        expect(res.status).toBe(200)
+        expect(await res.text()).toBe('')
+      }
+    })
+
     it('revoking the access token ends its grant (what the official client does on sign-out)', async () => {
       const { key, tokens } = await signIn()
       expect((await post(`${pds.url}/oauth/revoke`, { token: tokens.access_token, token_type_hint: 'access_token' })).status).toBe(200)

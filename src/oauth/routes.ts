@@ -394,9 +394,11 @@ export function oauthRoutes(deps: Deps): Router {
     res.status(200).end()
   }))
 
-  r.use(['/oauth/par', '/oauth/token', '/oauth/revoke'], (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+  r.use(['/oauth/par', '/oauth/token', '/oauth/revoke'], (err: unknown, req: Request, res: Response, next: NextFunction) => {
     // body-parser failures
     const e = err as { status?: number; expose?: boolean }
+    // §4.5: revoke answers 200 with an empty body whatever it is sent, an unreadable body too
+    if (req.originalUrl.split('?')[0] === '/oauth/revoke' && e && typeof e.status === 'number' && e.expose) return res.status(200).end()
     if (e && typeof e.status === 'number' && e.expose) {
       return res.status(400).json({ error: 'invalid_request', error_description: 'Malformed request body' })
     }
