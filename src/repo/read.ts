@@ -15,10 +15,10 @@ export async function findRepoAccount(db: Store, repo: string): Promise<AccountR
     : q.where('handle', '=', repo.toLowerCase()).executeTakeFirst()
 }
 
-/** repo.* reads: a missing, deleted or taken-down repository reads as not there */
+/** repo.* reads: a missing, deleted or taken-down repository reads as not there (CONTRACT: 404) */
 export async function readableRepo(db: Store, repo: string): Promise<AccountRow> {
   const account = await findRepoAccount(db, repo)
-  if (!account || account.status === 'takendown') throw xrpcError('InvalidRequest', `Could not find repo: ${repo}`)
+  if (!account || account.status === 'takendown') throw xrpcError('RepoNotFound', `Could not find repo: ${repo}`)
   return account
 }
 
