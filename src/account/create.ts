@@ -27,15 +27,7 @@ type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'rotationKey'>
 
 export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   const { config, db } = deps
-  const handle = checkServiceHandle(input.handle, config.handleDomains)
-  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
-  const email = checkEmail(input.email)
-  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
-  if (input.password.length > MAX_PASSWORD_LENGTH) {
-    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
-  }
-  const inviteCode = input.inviteCode?.trim()
-  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
+  const { handle, email, inviteCode, password } = await checkNewAccount(deps, input)
   if (input.recoveryKey) {
     try {
       parseDidKey(input.recoveryKey)
@@ -43,8 +35,6 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
       throw xrpcError('InvalidRequest', 'recoveryKey must be a did:key')
     }
   }
-  // a read first for a clear answer in the common case; the unique indexes settle races
-  await assertAvailable(deps, handle, email)
 
   const signingKey = await Secp256k1Keypair.create({ exportable: true })
   const genesis: UnsignedPlcOp = {
@@ -57,7 +47,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   }
   const signed = await signOp(genesis, deps.rotationKey)
   const did = didForGenesis(signed)
-  const passwordHash = await hashPassword(input.password)
+  const passwordHash = await hashPassword(password)
   const tokens = await mintPair(deps.tokenKeys, did)
   const now = new Date().toISOString()
 
@@ -105,7 +95,21 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   return { did, handle, tokens, didDoc: renderDidDoc(did, genesis) }
 }
 
-async function assertAvailable({ db }: Deps, handle: string, email: string) {
+/**
+ * the input checks every new account passes, fresh or moving in: handle, email, password, invite
+ * presence, and a read of handle and email availability (the unique indexes settle races)
+ */
+export async function checkNewAccount(deps: Pick<Services, 'config' | 'db'>, input: { handle: string; email?: string; password?: string; inviteCode?: string }) {
+  const { config, db } = deps
+  const handle = checkServiceHandle(input.handle, config.handleDomains)
+  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
+  const email = checkEmail(input.email)
+  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
+  if (input.password.length > MAX_PASSWORD_LENGTH) {
+    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
+  }
+  const inviteCode = input.inviteCode?.trim()
+  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
   const taken = await db
     .selectFrom('account')
     .select(['handle', 'email'])
@@ -113,4 +117,6 @@ async function assertAvailable({ db }: Deps, handle: string, email: string) {
     .execute()
   if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
   if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
+
+  return { handle, email, inviteCode, password: input.password }
 }

@@ -10,8 +10,8 @@ import { xrpcError } from '../errors.js'
 import { appendOp, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
-import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
-import { checkEmail, checkServiceHandle } from './handles.js'
+import { hashPassword } from './password.js'
+import { checkNewAccount } from './create.js'
 import { storeRefreshRecord, type Store } from './store.js'
 import { useInviteCode } from './invites.js'
 
@@ -134,29 +134,6 @@ export async function createServiceAuthAccount(
     throw err
   }
   return { did, handle, tokens, didDoc: undefined }
-}
-
-/** handle, email, password and invite checks shared by both ways an existing DID moves in */
-async function checkNewAccount(deps: Deps, input: { handle: string; email?: string; password?: string; inviteCode?: string }) {
-  const { config, db } = deps
-  const handle = checkServiceHandle(input.handle, config.handleDomains)
-  if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
-  const email = checkEmail(input.email)
-  if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
-  if (input.password.length > MAX_PASSWORD_LENGTH) {
-    throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
-  }
-  const inviteCode = input.inviteCode?.trim()
-  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
-  const taken = await db
-    .selectFrom('account')
-    .select(['handle', 'email'])
-    .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
-    .execute()
-  if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-  if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
-
-  return { handle, email, inviteCode }
 }
 
 /** the account row of an account that moves in: deactivated, migrating-in, no repository yet */

@@ -136,3 +136,16 @@ export function blobRefs(value: unknown, out = new Set<string>()): string[] {
 function isCidLike(v: unknown): boolean {
   return !!v && typeof v === 'object' && (v as { asCID?: unknown }).asCID === v
 }
+
+/** the response of createRecord and putRecord: the record's uri and cid, and the commit */
+export function recordWriteOutput(write: PreparedRecordWrite, commit: { cid: string; rev: string }) {
+  return {
+    encoding: 'application/json' as const,
+    body: {
+      uri: write.uri,
+      cid: write.cid.toString(),
+      commit,
+      ...(write.validationStatus ? { validationStatus: write.validationStatus } : {}),
+    },
+  }
+}

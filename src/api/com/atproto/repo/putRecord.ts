@@ -2,7 +2,7 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
-import { prepareRecordWrite } from '../../../../repo/prepare.js'
+import { prepareRecordWrite, recordWriteOutput } from '../../../../repo/prepare.js'
 import { ownRepo } from '../../../../repo/read.js'
 import { writeRecords } from '../../../../repo/writer.js'
 
@@ -21,13 +21,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
       swapCid: body.swapRecord,
     })
     const { commit } = await writeRecords(db, did, [write], { swapCommit: body.swapCommit })
-    return {
-      encoding: 'application/json',
-      body: {
-        uri: write.uri,
-        cid: write.cid.toString(),
-        commit: commit!,
-        ...(write.validationStatus ? { validationStatus: write.validationStatus } : {}),
-      },
-    }
+    return recordWriteOutput(write, commit!)
   })
