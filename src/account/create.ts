@@ -88,9 +88,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
       if (config.plcUrl) await publishOp(config.plcUrl, did, signed)
     })
   } catch (err) {
-    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
-    throw err
+    throw takenError(err)
   }
   return { did, handle, tokens, didDoc: renderDidDoc(did, genesis) }
 }
@@ -119,4 +117,13 @@ export async function checkNewAccount(deps: Pick<Services, 'config' | 'db'>, inp
   if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')
 
   return { handle, email, inviteCode, password: input.password }
+}
+
+/** the unique indexes' verdict on an account insert, as the error a caller should see */
+export function takenError(err: unknown): unknown {
+  if (isUniqueViolation(err, 'account_handle_uq')) return xrpcError('HandleNotAvailable', 'Handle already taken')
+  if (isUniqueViolation(err, 'account_email_uq')) return xrpcError('EmailNotAvailable', 'Email already taken')
+  // the remaining unique key of an account row is its DID
+  if (isUniqueViolation(err)) return xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
+  return err
 }

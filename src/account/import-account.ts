@@ -5,13 +5,12 @@
 import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
-import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { appendOp, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword } from './password.js'
-import { checkNewAccount } from './create.js'
+import { checkNewAccount, takenError } from './create.js'
 import { storeRefreshRecord, type Store } from './store.js'
 import { useInviteCode } from './invites.js'
 
@@ -81,10 +80,7 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
       await accountEvent(trx, did, 'deactivated')
     })
   } catch (err) {
-    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
-    if (isUniqueViolation(err)) throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
-    throw err
+    throw takenError(err)
   }
   return { did, handle, tokens, didDoc: renderDidDoc(did, op) }
 }
@@ -128,10 +124,7 @@ export async function createServiceAuthAccount(
       await accountEvent(trx, did, 'deactivated')
     })
   } catch (err) {
-    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-    if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'Email already taken')
-    if (isUniqueViolation(err)) throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
-    throw err
+    throw takenError(err)
   }
   return { did, handle, tokens, didDoc: undefined }
 }
