@@ -242,54 +242,8 @@ export const SCENARIOS = [
         },
       }),
   },
-  {
-    key: 'createRecord.one',
-    name: 'createRecord, one account (c=1)',
-    metric: 'req/s',
-    setup: async (t) => {
-      const [a] = await t.ensureAccounts(1)
-      await naOnNotImplemented(() =>
-        t.x.call('com.atproto.repo.createRecord', {
-          token: a.accessJwt,
-          body: { repo: a.did, collection: POST, record: post(-1) },
-        }),
-      )
-    },
-    run: (t, p) =>
-      runLoad({
-        concurrency: 1,
-        durationMs: p.seconds * 1000,
-        op: (i) =>
-          t.x.call('com.atproto.repo.createRecord', {
-            token: t.accounts[0].accessJwt,
-            body: { repo: t.accounts[0].did, collection: POST, record: post(i) },
-          }),
-      }),
-  },
-  {
-    key: 'createRecord.eight',
-    name: 'createRecord, 8 accounts (c=8)',
-    metric: 'req/s',
-    setup: async (t) => {
-      const [a] = await t.ensureAccounts(8)
-      await naOnNotImplemented(() =>
-        t.x.call('com.atproto.repo.createRecord', {
-          token: a.accessJwt,
-          body: { repo: a.did, collection: POST, record: post(-1) },
-        }),
-      )
-    },
-    run: (t, p) =>
-      runLoad({
-        concurrency: 8,
-        durationMs: p.seconds * 1000,
-        op: (i, w) =>
-          t.x.call('com.atproto.repo.createRecord', {
-            token: t.accounts[w].accessJwt,
-            body: { repo: t.accounts[w].did, collection: POST, record: post(i) },
-          }),
-      }),
-  },
+  createRecordScenario('createRecord.one', 'createRecord, one account (c=1)', 1),
+  createRecordScenario('createRecord.eight', 'createRecord, 8 accounts (c=8)', 8),
   {
     key: 'applyWrites',
     name: 'applyWrites 200 creates (c=1)',
@@ -659,5 +613,33 @@ export async function runScenario(t, s, p) {
     rssMiB: mem.rssMiB,
     note: [r.note, s.extra?.(state ?? {})].filter(Boolean).join('; ') || undefined,
     variant: s.variant?.(state ?? {}),
+  }
+}
+
+/** createRecord with one writer per account, `accounts` of them at once */
+function createRecordScenario(key, name, accounts) {
+  return {
+    key,
+    name,
+    metric: 'req/s',
+    setup: async (t) => {
+      const [a] = await t.ensureAccounts(accounts)
+      await naOnNotImplemented(() =>
+        t.x.call('com.atproto.repo.createRecord', {
+          token: a.accessJwt,
+          body: { repo: a.did, collection: POST, record: post(-1) },
+        }),
+      )
+    },
+    run: (t, p) =>
+      runLoad({
+        concurrency: accounts,
+        durationMs: p.seconds * 1000,
+        op: (i, w) =>
+          t.x.call('com.atproto.repo.createRecord', {
+            token: t.accounts[w].accessJwt,
+            body: { repo: t.accounts[w].did, collection: POST, record: post(i) },
+          }),
+      }),
   }
 }
