@@ -22,7 +22,9 @@ if (!port || !data) {
 }
 
 await fs.mkdir(path.join(data, 'pds'), { recursive: true })
-const plc = await TestPlc.create({ port: plcPort })
+// an explicit `port: undefined` would reach the PLC server's own config and make it listen on
+// a random port other than the one its URL names
+const plc = await TestPlc.create(plcPort ? { port: plcPort } : {})
 const pds = await TestPds.create({
   port,
   hostname: 'localhost',
