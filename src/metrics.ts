@@ -1,6 +1,6 @@
 // Prometheus metrics, served on /metrics only when PDS_METRICS=true (or on PDS_METRICS_PORT).
 // Request counts and latency by method and status, firehose consumers and backlog, the database
-// pool, and counters other modules bump (email send failures) or gauges they register (replay
+// pool or the SQLite WAL fsyncs, and counters other modules bump (email send failures) or gauges they register (replay
 // store size) through `metrics.gauge(...)`.
 import type { NextFunction, Request, Response } from 'express'
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
@@ -12,6 +12,7 @@ export class Metrics {
   readonly emailFailures: Counter
   readonly crawlRequests: Counter<'outcome'>
   readonly proxied: Counter<'status'>
+  readonly walFsyncs: Counter
 
   constructor(readonly enabled: boolean) {
     const registers = [this.registry]
@@ -44,6 +45,11 @@ export class Metrics {
       name: 'pds_proxied_requests_total',
       help: 'requests forwarded to other services by upstream status',
       labelNames: ['status'],
+      registers,
+    })
+    this.walFsyncs = new Counter({
+      name: 'pds_db_wal_fsyncs_total',
+      help: 'SQLite only: fsyncs of the write-ahead log; commits that land while one runs share the next',
       registers,
     })
   }

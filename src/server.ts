@@ -60,7 +60,8 @@ export type StartOptions = {
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
-  const db = await openDb(config.db)
+  const metrics = new Metrics(config.metrics)
+  const db = await openDb(config.db, { onWalFsync: () => metrics.walFsyncs.inc() })
   const firehose = new Firehose(db, logger, {
     pollMs: 25,
     safetyPollMs: 1000,
@@ -81,7 +82,6 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
         })
       : undefined
   await wakeup?.start()
-  const metrics = new Metrics(config.metrics)
   const services: Services = {
     firehose,
     config,

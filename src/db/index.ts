@@ -2,11 +2,11 @@
 // and runs the numbered migrations at start.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresAdapter, PostgresDialect, SqliteDialect, type Transaction } from 'kysely'
+import { Kysely, PostgresAdapter, PostgresDialect, type Transaction } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import pg from 'pg'
 import type { Config } from '../config.js'
+import { openSqlite } from './dialect-sqlite.js'
 import type { Schema } from './schema.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
@@ -16,7 +16,16 @@ import * as m005 from './migrations/005-preferences.js'
 import * as m006 from './migrations/006-migration.js'
 
 export type Dialect = 'sqlite' | 'postgres'
-export type Db = Kysely<Schema> & { dialect: Dialect; /** PostgreSQL only: for pool metrics */ pool?: pg.Pool }
+export type Db = Kysely<Schema> & {
+  dialect: Dialect
+  /** PostgreSQL only: for pool metrics */
+  pool?: pg.Pool
+  /**
+   * resolves once every transaction committed so far is on disk: for readers that pass rows on
+   * to others (the firehose). A writer's own call already waits for its commit to be durable.
+   */
+  durable: () => Promise<void>
+}
 export type * from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
@@ -31,18 +40,17 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
 // PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.
 pg.types.setTypeParser(20, (v) => Number(v))
 
-export async function openDb(cfg: Config['db']): Promise<Db> {
+/** `onWalFsync`: SQLite only, called after each completed fsync of the write-ahead log */
+export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void } = {}): Promise<Db> {
   let db: Kysely<Schema>
   let pgPool: pg.Pool | undefined
+  // PostgreSQL's COMMIT returns once the commit is durable
+  let durable = () => Promise.resolve()
   if (cfg.kind === 'sqlite') {
     mkdirSync(dirname(cfg.file), { recursive: true })
-    const sqlite = new SqliteDatabase(cfg.file)
-    sqlite.pragma('journal_mode = WAL')
-    // FULL: an acknowledged write survives a power loss, not only a process crash
-    sqlite.pragma('synchronous = FULL')
-    sqlite.pragma('foreign_keys = ON')
-    sqlite.pragma('busy_timeout = 5000')
-    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) })
+    const sqlite = openSqlite(cfg.file, opts.onWalFsync)
+    durable = sqlite.durable
+    db = new Kysely<Schema>({ dialect: sqlite.dialect })
   } else {
     await ensureSchema(cfg.url, cfg.schema)
     const pool = new pg.Pool({
@@ -58,33 +66,9 @@ export async function openDb(cfg: Config['db']): Promise<Db> {
     pgPool = pool
     db = retryLostTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }))
   }
-  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool })
+  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
-}
-
-/**
- * Kysely prepares every query anew; better-sqlite3 statements are reusable, so keep the prepared
- * statement per SQL text (bounded, oldest out). A statement still iterating (a streamed query)
- * is busy: then a fresh one is prepared. SQLite re-prepares cached statements by itself after a
- * schema change.
- */
-const STATEMENT_CACHE_SIZE = 500
-function withStatementCache(sqlite: SqliteDatabase.Database) {
-  const cache = new Map<string, SqliteDatabase.Statement>()
-  return {
-    close: () => sqlite.close(),
-    prepare(sql: string) {
-      const hit = cache.get(sql)
-      if (hit && !hit.busy) return hit
-      const stmt = sqlite.prepare(sql)
-      if (!hit) {
-        if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string)
-        cache.set(sql, stmt)
-      }
-      return stmt
-    },
-  }
 }
 
 const TX_ATTEMPTS = 3

@@ -142,14 +142,18 @@ export class Firehose {
     }
   }
 
-  rowsAfter(seq: number, limit: number): Promise<Row[]> {
-    return this.db
+  async rowsAfter(seq: number, limit: number): Promise<Row[]> {
+    const rows = await this.db
       .selectFrom('event')
       .select(['seq', 'type', 'payload', 'sequenced_at'])
       .where('seq', '>', seq)
       .orderBy('seq')
       .limit(limit)
       .execute()
+    // a row is visible once committed, before its writer is acknowledged: relays keep what they
+    // are sent, so send nothing a power loss could still take back
+    if (rows.length) await this.db.durable()
+    return rows
   }
 
   async maxSeq(): Promise<number> {
