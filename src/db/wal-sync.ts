@@ -12,14 +12,18 @@ const fstatP = promisify(fstat)
 const fsyncP = promisify(fsync)
 const statP = promisify(stat)
 
-type Waiter = { ticket: number; resolve: () => void; reject: (err: unknown) => void }
+type Waiter = { resolve: () => void; reject: (err: unknown) => void }
 
 export class WalSync {
   /** commits counted so far; a commit's ticket is the count including it */
   private committed = 0
   /** every commit with a ticket up to this one is on disk */
   private synced = 0
+  /** commits that landed since the fsync in flight started: they wait for the next one */
   private waiters: Waiter[] = []
+  /** waiting for the fsync in flight, which covers every ticket up to `batchThrough` */
+  private batch: Waiter[] | undefined
+  private batchThrough = 0
   private running: Promise<void> | undefined
   private fd: number | undefined
   private ino: number | undefined
@@ -51,7 +55,9 @@ export class WalSync {
     if (this.failed) return Promise.reject(this.failed)
     if (ticket <= this.synced) return Promise.resolve()
     return new Promise((resolve, reject) => {
-      this.waiters.push({ ticket, resolve, reject })
+      // a reader's ticket may be covered by the fsync in flight; a fresh commit's never is
+      if (this.batch && ticket <= this.batchThrough) this.batch.push({ resolve, reject })
+      else this.waiters.push({ resolve, reject })
       this.running ??= this.drain()
     })
   }
@@ -60,8 +66,8 @@ export class WalSync {
     try {
       while (this.waiters.length) {
         // everyone waiting now committed before this fsync starts; later arrivals wait for the next
-        const batch = this.waiters.splice(0)
-        const through = this.committed
+        const batch = (this.batch = this.waiters.splice(0))
+        const through = (this.batchThrough = this.committed)
         try {
           await this.sync()
           this.synced = through
@@ -70,6 +76,7 @@ export class WalSync {
         } catch (err) {
           for (const w of batch) w.reject(err)
         }
+        this.batch = undefined
       }
     } finally {
       // cleared in the same step that saw no waiters: a commit arriving next starts a new drain
