@@ -3,7 +3,7 @@
 // next. fsync is held here (a disk that has not answered yet) to watch what waits for it.
 // (Acknowledged writes surviving a SIGKILL of the server process: crash.test.ts.)
 import { AtpAgent } from '@atproto/api'
-import { afterAll, beforeAll, expect, it, vi } from 'vitest'
+import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest'
 import { subscribe } from './firehose-client.js'
 import { dialect, describe, newAgent, startTestPds, xrpc, type TestPds } from './harness.js'
 
@@ -58,10 +58,8 @@ sqliteOnly('group commit', () => {
   beforeAll(async () => {
     pds = await startTestPds({ PDS_METRICS: 'true' })
   })
-  afterAll(async () => {
-    stopHolding()
-    await pds?.stop()
-  })
+  afterEach(stopHolding)
+  afterAll(() => pds?.stop())
 
   const create = (agent: AtpAgent, rkey: string) =>
     watch(agent.com.atproto.repo.createRecord({ repo: agent.did!, collection: COLLECTION, rkey, record: { rkey } }))
@@ -95,7 +93,6 @@ sqliteOnly('group commit', () => {
 
     finishOne()
     const results = await Promise.all(rest.map((r) => r.promise))
-    stopHolding()
     expect(results.every((r) => r.success)).toBe(true)
     // one fsync for the first write, one shared by the 15 that committed while it ran
     expect((await walFsyncs(pds.url)) - before).toBe(2)
@@ -122,7 +119,6 @@ sqliteOnly('group commit', () => {
       stopHolding()
       await sub.until(() => commits().length === 1)
     } finally {
-      stopHolding()
       sub.close()
     }
   })
