@@ -102,15 +102,21 @@ export class WalSync {
   // file's directory entry is durable only once the directory is synced
   private async reopen() {
     if (this.fd !== undefined) await closeP(this.fd)
-    this.fd = undefined
+    this.fd = this.ino = undefined
     const fd = await openP(this.walFile, 'r')
-    this.fd = fd
-    this.ino = (await fstatP(fd)).ino
-    const dir = await openP(dirname(this.walFile), 'r')
     try {
-      await fsyncP(dir)
-    } finally {
-      await closeP(dir)
+      const { ino } = await fstatP(fd)
+      const dir = await openP(dirname(this.walFile), 'r')
+      try {
+        await fsyncP(dir)
+      } finally {
+        await closeP(dir)
+      }
+      this.fd = fd
+      this.ino = ino
+    } catch (err) {
+      await closeP(fd)
+      throw err
     }
   }
 }
