@@ -135,11 +135,17 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(oauthRoutes(services))
   app.use(optionalBodies)
   app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid)))
-  app.use(api.xrpc.router)
+  // the method routes and the catch-all (proxying, 501) straight on this app: mounting
+  // xrpc-server's own express app would run express's request setup a second time per request.
+  // Errors reach the handler below, which answers them as xrpc-server's would.
+  app.use(api.xrpc.routes)
+  app.use(api.xrpc.catchall)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
   })
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  app.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    // a stream that fails after its headers went out: express ends the connection
+    if (res.headersSent) return next(err)
     const x = toXrpcError(err, logger)
     res.status(x.statusCode).json(x.payload)
   })
