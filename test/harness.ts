@@ -80,7 +80,7 @@ export async function startTestPds(
 }
 
 async function launch(env: Record<string, string>, dataDir: string, opts: StartOptions): Promise<TestPds> {
-  const pds = await startPds(loadConfig(env), opts)
+  const pds = await startPds(loadConfig(env), { validateResponses: true, ...opts })
   return Object.assign(pds, {
     env,
     dataDir,

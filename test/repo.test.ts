@@ -202,6 +202,23 @@ describe('repositories', () => {
     expect(mismatched.status).toBe(400)
   })
 
+  it('returns bytes and links in a record value in their JSON forms, as written', async () => {
+    const agent = await newAgent()
+    const did = agent.session!.did
+    const value = {
+      $type: 'com.example.shapes',
+      bytes: { $bytes: 'aGVsbG8gd29ybGQ' },
+      link: { $link: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+      nested: [{ n: 1, ok: true, none: null }],
+    }
+    const created = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'com.example.shapes', record: value })
+    const rkey = created.data.uri.split('/').pop()!
+    const res = await fetch(`${pds.url}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=com.example.shapes&rkey=${rkey}`)
+    expect((await res.json()).value).toEqual(value)
+    const list = await fetch(`${pds.url}/xrpc/com.atproto.repo.listRecords?repo=${did}&collection=com.example.shapes`)
+    expect((await list.json()).records.map((r: { value: unknown }) => r.value)).toEqual([value])
+  })
+
   it("refuses writes to another account's repository", async () => {
     const a = await newAgent()
     const b = await newAgent()

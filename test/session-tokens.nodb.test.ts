@@ -2,7 +2,7 @@
 // tokens must stay standard HS256 JWTs that jose accepts, and every token jose would refuse must
 // be refused the same way (InvalidToken, or ExpiredToken for an expired but valid token).
 import { jwtVerify, SignJWT } from 'jose'
-import { expect, it } from 'vitest'
+import { expect, it, vi } from 'vitest'
 import { mintPair, tokenKeys, verifySessionToken } from '../src/auth/session-tokens.js'
 import { describe } from './harness.js'
 
@@ -89,6 +89,20 @@ describe('session token signing and checks', () => {
     const forgedExpired = await joseToken({ exp: past, key: new TextEncoder().encode('another-secret-0123456789abcdef') })
     expect(await errorName(verifySessionToken(keys, forgedExpired, 'access'))).toBe('InvalidToken')
     expect(await errorName(verifySessionToken(keys, await joseToken({ exp: past, iss: 'did:web:x' }), 'access'))).toBe('InvalidToken')
+  })
+
+  it('still expires an access token it has accepted before, and never takes it for a refresh token', async () => {
+    const { accessJwt } = await mintPair(keys, DID)
+    expect((await verifySessionToken(keys, accessJwt, 'access')).sub).toBe(DID)
+    expect(await errorName(verifySessionToken(keys, accessJwt, 'refresh'))).toBe('InvalidToken')
+    // another server's secret: a token this one accepted means nothing there
+    expect(await errorName(verifySessionToken(tokenKeys('another-secret-0123456789abcdef', SERVICE), accessJwt, 'access'))).toBe('InvalidToken')
+    vi.useFakeTimers({ now: Date.now() + (2 * 60 * 60 + 5) * 1000 })
+    try {
+      expect(await errorName(verifySessionToken(keys, accessJwt, 'access'))).toBe('ExpiredToken')
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('accepts an audience list naming this service and an application/ typ, as jose does', async () => {

@@ -17,6 +17,8 @@ export type TokenKeys = {
   serviceDid: string
   /** the secret as a KeyObject, imported once */
   hmacKey: KeyObject
+  /** access tokens that passed every check, by token (see verifySessionToken) */
+  verifiedAccess: Map<string, VerifiedClaims>
 }
 
 export type SessionClaims = {
@@ -32,7 +34,7 @@ export const newJti = () => randomBytes(24).toString('base64url')
 
 export function tokenKeys(jwtSecret: string, serviceDid: string): TokenKeys {
   const secret = new TextEncoder().encode(jwtSecret)
-  return { secret, serviceDid, hmacKey: createSecretKey(secret) }
+  return { secret, serviceDid, hmacKey: createSecretKey(secret), verifiedAccess: new Map() }
 }
 
 const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')
@@ -91,12 +93,39 @@ export async function mintPair(
   }
 }
 
+// Access tokens are presented again and again for their two hours: a token that passed every
+// check is remembered (bounded, oldest out), and a later presentation repeats only the checks
+// that depend on the clock.
+const VERIFIED_MAX = 10_000
+type VerifiedClaims = SessionClaims & { nbf?: number }
+
 /** verifies signature, issuer, audience, typ, scope and expiry; errors are the spec's names */
 export async function verifySessionToken(
   keys: TokenKeys,
   token: string,
   kind: 'access' | 'refresh',
 ): Promise<SessionClaims> {
+  const verifiedAccess = keys.verifiedAccess
+  const known = kind === 'access' ? verifiedAccess.get(token) : undefined
+  if (known) {
+    checkClock(known)
+    return known
+  }
+  const payload = verifyUncached(keys, token, kind)
+  if (kind === 'access') {
+    if (verifiedAccess.size >= VERIFIED_MAX) verifiedAccess.delete(verifiedAccess.keys().next().value as string)
+    verifiedAccess.set(token, payload)
+  }
+  return payload
+}
+
+function checkClock(payload: { nbf?: unknown; exp?: unknown }, now = Math.floor(Date.now() / 1000)) {
+  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now)) throw invalid()
+  if (typeof payload.exp !== 'number') throw invalid()
+  if (payload.exp <= now) throw xrpcError('ExpiredToken', 'Token has expired')
+}
+
+function verifyUncached(keys: TokenKeys, token: string, kind: 'access' | 'refresh') {
   const [typ, scope] = kind === 'access' ? ['at+jwt', ACCESS_SCOPE] : ['refresh+jwt', REFRESH_SCOPE]
   // the signature first, then the claims (jose's jwtVerify order)
   const parts = token.split('.')
@@ -115,14 +144,11 @@ export async function verifySessionToken(
   if (payload.iss !== keys.serviceDid) throw invalid()
   const aud = payload.aud
   if (!(aud === keys.serviceDid || (Array.isArray(aud) && aud.includes(keys.serviceDid)))) throw invalid()
-  const now = Math.floor(Date.now() / 1000)
   if (typeof payload.iat !== 'number') throw invalid()
-  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now)) throw invalid()
-  if (typeof payload.exp !== 'number') throw invalid()
-  if (payload.exp <= now) throw xrpcError('ExpiredToken', 'Token has expired')
+  checkClock(payload)
   if (payload.scope !== scope) throw xrpcError('InvalidToken', 'Bad token scope')
   if (typeof payload.sub !== 'string' || !payload.sub.startsWith('did:')) {
     throw xrpcError('InvalidToken', 'Malformed token')
   }
-  return payload as unknown as SessionClaims
+  return Object.freeze(payload) as unknown as VerifiedClaims
 }

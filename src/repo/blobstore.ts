@@ -2,7 +2,7 @@
 // store streams an upload to a temporary file while hashing it, then renames it atomically to a
 // content-addressed path, so a reader never sees a partial blob.
 import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
+import { createReadStream } from 'node:fs'
 import { mkdir, open, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
@@ -12,6 +12,7 @@ import { xrpcError } from '../errors.js'
 
 const RAW = 0x55
 const SHA256 = 0x12
+const WRITE_BYTES = 256 * 1024
 
 export type StagedBlob = { key: string; cid: string; size: number }
 
@@ -40,27 +41,53 @@ export class DiskBlobStore implements BlobStore {
     return join(this.dir, cid)
   }
 
+  // created once per store rather than on every upload (and again if someone removed them)
+  private dirsReady?: Promise<unknown>
+  private ensureDirs() {
+    this.dirsReady ??= mkdir(this.tmp, { recursive: true }).catch((err) => {
+      this.dirsReady = undefined
+      throw err
+    })
+    return this.dirsReady
+  }
+
   async stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob> {
-    await mkdir(this.tmp, { recursive: true })
+    await this.ensureDirs()
     const key = randomBytes(16).toString('hex')
     const file = join(this.tmp, key)
-    const out = createWriteStream(file, { flags: 'wx', mode: 0o600 })
+    const fh = await open(file, 'wx', 0o600).catch(async (err) => {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+      this.dirsReady = undefined
+      await this.ensureDirs()
+      return open(file, 'wx', 0o600)
+    })
     const hash = createHash('sha256')
     let size = 0
+    // socket chunks are small: gather them into fewer, larger writes
+    let pending: Uint8Array[] = []
+    let pendingBytes = 0
+    const flush = async () => {
+      if (pendingBytes === 0) return
+      const buf = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes)
+      pending = []
+      pendingBytes = 0
+      await fh.writeFile(buf)
+    }
     try {
       for await (const chunk of input) {
         size += chunk.length
         if (size > limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${limit} bytes`)
         hash.update(chunk)
-        if (!out.write(chunk)) await new Promise((r) => out.once('drain', r))
+        pending.push(chunk)
+        pendingBytes += chunk.length
+        if (pendingBytes >= WRITE_BYTES) await flush()
       }
-      await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())))
+      await flush()
       // the bytes reach the disk before the rename makes them visible
-      const fh = await open(file, 'r')
       await fh.sync()
       await fh.close()
     } catch (err) {
-      out.destroy()
+      await fh.close().catch(() => {})
       await rm(file, { force: true })
       throw err
     }
@@ -69,7 +96,6 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async commit(staged: StagedBlob): Promise<void> {
-    await mkdir(this.dir, { recursive: true })
     // same bytes, same name: replacing an existing file is harmless and atomic
     await rename(join(this.tmp, staged.key), this.path(staged.cid))
   }

@@ -1,7 +1,7 @@
 // Reads shared by the repo.* and sync.* handlers: which account a `repo` parameter names, the
 // status answers of the sync lexicons, and record values as JSON.
-import { ipldToLex, lexToJson } from '@atproto/lexicon'
-import { cborToLexRecord } from '@atproto/repo'
+import { decode as decodeCbor, type TagDecoder } from 'cborg'
+import { CID } from 'multiformats/cid'
 import type { AccountRow } from '../account/store.js'
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
@@ -38,8 +38,17 @@ export async function ownRepo(db: Db, repo: string, did: string) {
   if (!matches) throw xrpcError('AuthenticationRequired', 'The repo is not the authenticated account\'s')
 }
 
+// DAG-CBOR tag 42 is a CID (after a 0x00 prefix); a record value carries it as {$link}
+const recordTags: TagDecoder[] = []
+recordTags[42] = (bytes: Uint8Array) => ({ $link: CID.decode(bytes.subarray(1)).toString() })
+
+/**
+ * A stored record block as the value repo.getRecord / listRecords return: one decoding pass
+ * straight to the JSON data model's shapes (a CID as {$link}); byte strings stay bytes, which the
+ * response writer encodes as {$bytes}. Blocks are ours, written by the DAG-CBOR encoder.
+ */
 export function recordJson(bytes: Uint8Array): { [k: string]: unknown } {
-  return lexToJson(ipldToLex(cborToLexRecord(bytes) as never)) as { [k: string]: unknown }
+  return decodeCbor(bytes, { tags: recordTags }) as { [k: string]: unknown }
 }
 
 /** counters of checkAccountStatus (DECISIONS.md 6): maintained on write or answered from an index */
