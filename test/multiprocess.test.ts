@@ -119,6 +119,17 @@ d('several processes on one PostgreSQL and Redis', () => {
     expect((await xrpc(a.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(ok[0].body.refreshJwt) })).status).toBe(200)
   })
 
+  it("serves at one process the DID document of a handle update made through the other", async () => {
+    const acct = await account(a)
+    const warm = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
+    expect(warm.body.didDoc.alsoKnownAs).toEqual([`at://${acct.handle}`])
+    const handle = `mp${++n}-renamed.test`
+    const upd = await xrpc(a.url, 'com.atproto.identity.updateHandle', { headers: bearer(acct.accessJwt), body: { handle } })
+    expect(upd.status, upd.text).toBe(200)
+    const after = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
+    expect([after.body.handle, after.body.didDoc.alsoKnownAs]).toEqual([handle, [`at://${handle}`]])
+  })
+
   it('refuses at one process a DPoP proof the other already accepted', async () => {
     const acct = await account(a)
     const key = await dpopKey()

@@ -75,6 +75,19 @@ describe('accounts and password sessions', () => {
       ])
     })
 
+    it('serves the DID document of the newest operation in getSession and refreshSession after a handle update', async () => {
+      const acct = await newAccount()
+      const before = await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })
+      expect(before.body.didDoc.alsoKnownAs).toEqual([`at://${acct.handle}`])
+      const handle = `renamed${n}x.test`
+      const upd = await xrpc(pds.url, 'com.atproto.identity.updateHandle', { headers: auth(acct.accessJwt), body: { handle } })
+      expect(upd.status, JSON.stringify(upd.body)).toBe(200)
+      const after = await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })
+      expect([after.body.handle, after.body.didDoc.alsoKnownAs]).toEqual([handle, [`at://${handle}`]])
+      const refreshed = await xrpc(pds.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: auth(acct.refreshJwt) })
+      expect(refreshed.body.didDoc.alsoKnownAs).toEqual([`at://${handle}`])
+    })
+
     it("puts the caller's recoveryKey first among the rotation keys", async () => {
       const { Secp256k1Keypair } = await import('@atproto/crypto')
       const recovery = (await Secp256k1Keypair.create()).did()

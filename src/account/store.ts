@@ -1,13 +1,39 @@
 // Account rows and the session records that hang off them.
-import type { Kysely, Selectable, Transaction } from 'kysely'
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AccountTable, Schema } from '../db/index.js'
+import { prepared } from '../db/prepared.js'
+import { didDocAtHead } from '../identity/doc-cache.js'
 import { latestOp, pdsEndpoint, renderDidDoc, type DidDocument } from '../identity/plc.js'
 
 export type Store = Kysely<Schema> | Transaction<Schema>
 export type AccountRow = Selectable<AccountTable>
+/** plc_cid: the CID of the account's newest PLC operation (null when there is none) */
+export type AccountWithHead = AccountRow & { plc_cid: string | null }
 
 export function getAccount(db: Store, did: string): Promise<AccountRow | undefined> {
   return db.selectFrom('account').selectAll().where('did', '=', did).executeTakeFirst()
+}
+
+const accountWithHead = prepared((db: Store, did: string) =>
+  db
+    .selectFrom('account')
+    .selectAll('account')
+    .select((eb) =>
+      eb
+        .selectFrom('plc_operation')
+        .select('plc_operation.cid')
+        .whereRef('plc_operation.did', '=', 'account.did')
+        .orderBy('plc_operation.seq', 'desc')
+        .limit(sql.lit(1))
+        .as('plc_cid'),
+    )
+    .where('account.did', '=', did),
+)
+
+/** the account row read on every authenticated request, with what keys its DID document */
+export async function getAccountWithHead(db: Store, did: string): Promise<AccountWithHead | undefined> {
+  const [row] = await accountWithHead(db, did)
+  return row as AccountWithHead | undefined
 }
 
 /** identifier of createSession: a DID, an email address or a handle */
@@ -19,32 +45,40 @@ export function findAccount(db: Store, identifier: string): Promise<AccountRow |
   return q.where('handle', '=', id.toLowerCase()).executeTakeFirst()
 }
 
+const insertRefreshRecord = prepared(
+  (db: Store, jti: string, did: string, expiresAt: string, appPasswordName: string | null, createdAt: string) =>
+    db.insertInto('refresh_token').values({
+      jti,
+      did,
+      expires_at: expiresAt,
+      app_password_name: appPasswordName,
+      kind: 'session',
+      dpop_jkt: null,
+      scope: null,
+      created_at: createdAt,
+    }),
+)
+
 export async function storeRefreshRecord(
   db: Store,
   rec: { jti: string; did: string; expiresAt: string; appPasswordName?: string | null },
 ) {
-  await db
-    .insertInto('refresh_token')
-    .values({
-      jti: rec.jti,
-      did: rec.did,
-      expires_at: rec.expiresAt,
-      app_password_name: rec.appPasswordName ?? null,
-      kind: 'session',
-      dpop_jkt: null,
-      scope: null,
-      created_at: new Date().toISOString(),
-    })
-    .execute()
+  await insertRefreshRecord(db, rec.jti, rec.did, rec.expiresAt, rec.appPasswordName ?? null, new Date().toISOString())
 }
 
-export function getRefreshRecord(db: Store, jti: string) {
-  return db.selectFrom('refresh_token').selectAll().where('jti', '=', jti).executeTakeFirst()
+const refreshRecord = prepared((db: Store, jti: string) => db.selectFrom('refresh_token').selectAll().where('jti', '=', jti))
+
+export async function getRefreshRecord(db: Store, jti: string) {
+  return (await refreshRecord(db, jti))[0]
 }
+
+const deleteRefreshRecord = prepared((db: Store, jti: string) =>
+  db.deleteFrom('refresh_token').where('jti', '=', jti).returningAll(),
+)
 
 /** conditional delete: of concurrent callers presenting one jti, exactly one gets the row */
-export function takeRefreshRecord(db: Store, jti: string) {
-  return db.deleteFrom('refresh_token').where('jti', '=', jti).returningAll().executeTakeFirst()
+export async function takeRefreshRecord(db: Store, jti: string) {
+  return (await deleteRefreshRecord(db, jti))[0]
 }
 
 /** the account's DID document, rendered from its latest PLC operation */
@@ -54,14 +88,14 @@ export async function didDocFor(db: Store, did: string): Promise<DidDocument | u
 }
 
 /** DECISIONS.md 23: session responses carry didDoc only while it names this server */
-export async function sessionDidDoc(db: Store, did: string, publicUrl: string) {
-  const doc = await didDocFor(db, did)
+export async function sessionDidDoc(db: Store, account: AccountRow | AccountWithHead, publicUrl: string) {
+  const doc = 'plc_cid' in account ? await didDocAtHead(db, account.did, account.plc_cid) : await didDocFor(db, account.did)
   return doc && pdsEndpoint(doc) === publicUrl ? doc : undefined
 }
 
 /** fields every session response shares (createSession, getSession, refreshSession) */
-export async function sessionView(db: Store, account: AccountRow, publicUrl: string) {
-  const didDoc = await sessionDidDoc(db, account.did, publicUrl)
+export async function sessionView(db: Store, account: AccountRow | AccountWithHead, publicUrl: string) {
+  const didDoc = await sessionDidDoc(db, account, publicUrl)
   return {
     did: account.did,
     handle: account.handle,

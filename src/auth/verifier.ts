@@ -4,7 +4,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { MethodAuthContext } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
-import { getAccount, getRefreshRecord, type AccountRow } from '../account/store.js'
+import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../account/store.js'
 import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Row } from './registry.js'
 import { verifySessionToken } from './session-tokens.js'
@@ -17,7 +17,7 @@ import { verifyServiceAuth, type ServiceCredentials } from './service-auth.js'
 export type AccessCredentials = {
   type: 'access'
   did: string
-  account: AccountRow
+  account: AccountWithHead
   /** 'session' for Bearer tokens (fully privileged scope), the granted scope for OAuth */
   scope: string
   appPassword?: { name: string; privileged: boolean }
@@ -27,7 +27,7 @@ export type AccessCredentials = {
 export type RefreshCredentials = {
   type: 'refresh'
   did: string
-  account: AccountRow
+  account: AccountWithHead
   jti: string
   appPasswordName: string | null
 }
@@ -187,8 +187,8 @@ async function refresh(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pr
   }
 }
 
-async function liveAccount(deps: VerifierDeps, did: string, row: Row): Promise<AccountRow> {
-  const account = await getAccount(deps.db, did)
+async function liveAccount(deps: VerifierDeps, did: string, row: Row): Promise<AccountWithHead> {
+  const account = await getAccountWithHead(deps.db, did)
   if (!account) throw xrpcError('InvalidToken', 'Token subject has no account')
   const admitted: string[] = row.statuses ?? ['active']
   if (!admitted.includes(account.status)) throw statusGateError(account.status)
