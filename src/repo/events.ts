@@ -1,8 +1,10 @@
 // The firehose bodies of repository changes (com.atproto.sync.subscribeRepos #commit and #sync,
 // without seq and time), appended in the transaction of the change they describe.
-import { BlockMap, blocksToCarFile } from '@atproto/repo'
+import type { BlockMap } from '@atproto/repo'
 import type { Cid } from '@atproto/lex-data'
 import { appendEvent } from '../sequencer/index.js'
+import { carChunks } from './car.js'
+import { blockEntries } from './mst-memo.js'
 import type { Store } from './storage.js'
 
 export type CommitOp = { action: 'create' | 'update' | 'delete'; path: string; cid: Cid | null; prev?: Cid }
@@ -28,7 +30,7 @@ export const MAX_COMMIT_BLOCK_BYTES = 2_000_000
  * (consumers then fetch the repository). Returns the event's seq and which kind it was.
  */
 export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ seq: number; type: 'commit' | 'sync' }> {
-  const car = ev.ops.length <= MAX_COMMIT_OPS ? await blocksToCarFile(ev.commit, ev.blocks) : undefined
+  const car = ev.ops.length <= MAX_COMMIT_OPS ? carFile(ev.commit, ev.blocks) : undefined
   if (!car || car.length > MAX_COMMIT_BLOCK_BYTES) {
     const commitBytes = ev.blocks.get(ev.commit)
     if (!commitBytes) throw new Error('commit block missing from the event blocks')
@@ -51,7 +53,15 @@ export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ 
 
 /** `#sync`: the repository's current commit, as a CAR holding only the commit block */
 export async function appendSyncEvent(db: Store, did: string, rev: string, commit: Cid, commitBytes: Uint8Array) {
-  const blocks = new BlockMap()
-  blocks.set(commit, commitBytes)
-  return appendEvent(db, 'sync', did, { did, rev, blocks: await blocksToCarFile(commit, blocks) })
+  const car = bytesOf(Buffer.concat([...carChunks(commit.toString(), [{ cid: commit.toString(), content: commitBytes }])]))
+  return appendEvent(db, 'sync', did, { did, rev, blocks: car })
 }
+
+/** the CAR @atproto/repo's blocksToCarFile makes of `blocks`, built in one synchronous pass */
+export function carFile(root: Cid, blocks: BlockMap): Uint8Array {
+  const rows = [...blockEntries(blocks)].map(([cid, content]) => ({ cid, content }))
+  return bytesOf(Buffer.concat([...carChunks(root.toString(), rows)]))
+}
+
+// the event body is DAG-CBOR: bytes as a plain Uint8Array, as blocksToCarFile gave them
+const bytesOf = (b: Buffer) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)

@@ -2,10 +2,11 @@
 // IPLD with its CID, its validation status and the blobs it references.
 import { TID } from '@atproto/common'
 import { jsonToLex, lexToIpld, lexToJson } from '@atproto/lexicon'
-import { cidForRecord } from '@atproto/repo'
+import { encode } from '@atproto/lex-cbor'
 import type { Cid, LexMap } from '@atproto/lex-data'
 import { isValidNsid, isValidRecordKey } from '@atproto/syntax'
 import { xrpcError } from '../errors.js'
+import { cidForDagCbor } from './mst-memo.js'
 
 export type ValidationStatus = 'valid' | 'unknown'
 
@@ -16,6 +17,8 @@ export type PreparedRecordWrite = {
   uri: string
   record: LexMap
   cid: Cid
+  /** the record's DAG-CBOR block, `cid` its hash */
+  bytes: Uint8Array
   blobs: string[]
   validationStatus?: ValidationStatus
   /** putRecord: an update of a missing record creates it */
@@ -90,9 +93,9 @@ export async function prepareRecordWrite(
     }
   }
   const record = lexToIpld(lex) as unknown as LexMap
-  let cid: Cid
+  let bytes: Uint8Array
   try {
-    cid = await cidForRecord(record)
+    bytes = encode(record)
   } catch (err) {
     // e.g. floats, which the atproto data model does not allow
     throw xrpcError('InvalidRequest', `Invalid record: ${(err as Error).message}`)
@@ -103,7 +106,8 @@ export async function prepareRecordWrite(
     rkey,
     uri: `at://${did}/${collection}/${rkey}`,
     record,
-    cid,
+    cid: cidForDagCbor(bytes),
+    bytes,
     blobs: blobRefs(record),
     validationStatus,
     upsert: w.upsert,

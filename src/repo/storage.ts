@@ -2,8 +2,10 @@
 // transaction: reads see the transaction's own writes, and nothing lands unless it commits.
 import { BlockMap, ReadableBlockstore, type CommitData, type RepoStorage } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
-import { sql, type Kysely, type Transaction } from 'kysely'
-import type { Schema } from '../db/index.js'
+import type { Kysely, Transaction } from 'kysely'
+import { dialectOf, type Dialect, type Schema } from '../db/index.js'
+import { changed, exec, inList, valuesList } from '../db/raw.js'
+import { blockEntries, cidStrings } from './mst-memo.js'
 
 export type Store = Kysely<Schema> | Transaction<Schema>
 
@@ -11,13 +13,29 @@ export type Store = Kysely<Schema> | Transaction<Schema>
 const CHUNK = 500
 
 export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
-  private cache = new BlockMap()
+  private cache = new Map<string, Uint8Array>()
+  private dialect: Dialect
+  /** blocks read from the store so far (tree-cache.ts bounds a cached tree by it) */
+  reads = 0
 
   constructor(
     private db: Store,
     readonly did: string,
   ) {
     super()
+    this.dialect = dialectOf(db as Kysely<Schema>)
+  }
+
+  /** forgets the blocks seen so far (they stay in the store) */
+  dropCache() {
+    this.cache = new Map()
+  }
+
+  /** reads and writes go to `db` from now on (a cached tree's next writing transaction) */
+  rebind(db: Store): this {
+    this.db = db
+    this.cache = new Map()
+    return this
   }
 
   async getRoot(): Promise<Cid | null> {
@@ -26,17 +44,19 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
   }
 
   async getBytes(cid: Cid): Promise<Uint8Array | null> {
-    const cached = this.cache.get(cid)
+    const key = cid.toString()
+    const cached = this.cache.get(key)
     if (cached) return cached
     const row = await this.db
       .selectFrom('repo_block')
       .select('content')
       .where('did', '=', this.did)
-      .where('cid', '=', cid.toString())
+      .where('cid', '=', key)
       .executeTakeFirst()
     if (!row) return null
+    this.reads++
     const bytes = new Uint8Array(row.content)
-    this.cache.set(cid, bytes)
+    this.cache.set(key, bytes)
     return bytes
   }
 
@@ -48,7 +68,7 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     const blocks = new BlockMap()
     const wanted: Cid[] = []
     for (const cid of cids) {
-      const got = this.cache.get(cid)
+      const got = this.cache.get(cid.toString())
       if (got) blocks.set(cid, got)
       else wanted.push(cid)
     }
@@ -63,7 +83,7 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
       for (const r of rows) {
         const bytes = new Uint8Array(r.content)
         blocks.set(parseCid(r.cid), bytes)
-        this.cache.set(parseCid(r.cid), bytes)
+        this.cache.set(r.cid, bytes)
       }
     }
     const missing = cids.filter((c) => !blocks.has(c))
@@ -82,60 +102,57 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
 
   /** inserts blocks not yet stored; returns how many were new */
   async insertMany(blocks: BlockMap, rev: string): Promise<number> {
-    const rows: Schema['repo_block'][] = []
-    blocks.forEach((bytes, cid) => {
-      rows.push({ did: this.did, cid: cid.toString(), repo_rev: rev, size: bytes.length, content: bytes })
-      this.cache.set(cid, bytes)
-    })
+    const params: unknown[] = []
+    let rows = 0
     let added = 0
-    for (let i = 0; i < rows.length; i += CHUNK) {
-      const res = await this.db
-        .insertInto('repo_block')
-        .values(rows.slice(i, i + CHUNK))
-        .onConflict((oc) => oc.columns(['did', 'cid']).doNothing())
-        .executeTakeFirst()
-      added += Number(res.numInsertedOrUpdatedRows ?? 0)
+    for (const [cid, bytes] of blockEntries(blocks)) {
+      params.push(this.did, cid, rev, bytes.length, bytes)
+      this.cache.set(cid, bytes)
+      if (++rows === CHUNK) {
+        added += await this.insertRows(rows, params)
+        params.length = rows = 0
+      }
     }
+    if (rows) added += await this.insertRows(rows, params)
     return added
   }
 
+  private async insertRows(rows: number, params: unknown[]): Promise<number> {
+    const res = await exec(
+      this.db,
+      this.dialect,
+      `insert into repo_block (did, cid, repo_rev, size, content) values ${valuesList(rows, 5)} on conflict (did, cid) do nothing`,
+      params,
+    )
+    return changed(res)
+  }
+
   /** deletes blocks; returns how many were stored */
-  async deleteMany(cids: Cid[]): Promise<number> {
+  async deleteMany(cids: Cid[] | string[]): Promise<number> {
     let removed = 0
     for (let i = 0; i < cids.length; i += CHUNK) {
-      const part = cids.slice(i, i + CHUNK)
+      const part = cids.slice(i, i + CHUNK).map((c) => c.toString())
       for (const c of part) this.cache.delete(c)
-      const res = await this.db
-        .deleteFrom('repo_block')
-        .where('did', '=', this.did)
-        .where(
-          'cid',
-          'in',
-          part.map((c) => c.toString()),
-        )
-        .executeTakeFirst()
-      removed += Number(res.numDeletedRows ?? 0)
+      const res = await exec(this.db, this.dialect, `delete from repo_block where did = ? and cid in ${inList(part.length)}`, [this.did, ...part])
+      removed += changed(res)
     }
     return removed
   }
 
   async updateRoot(cid: Cid, rev: string): Promise<void> {
     const now = new Date().toISOString()
-    await this.db
-      .insertInto('repo_root')
-      .values({ did: this.did, cid: cid.toString(), rev, indexed_at: now, block_count: 0, record_count: 0 })
-      .onConflict((oc) => oc.column('did').doUpdateSet({ cid: cid.toString(), rev, indexed_at: now }))
-      .execute()
+    await exec(
+      this.db,
+      this.dialect,
+      'insert into repo_root (did, cid, rev, indexed_at, block_count, record_count) values (?, ?, ?, ?, 0, 0) on conflict (did) do update set cid = excluded.cid, rev = excluded.rev, indexed_at = excluded.indexed_at',
+      [this.did, cid.toString(), rev, now],
+    )
   }
 
   async applyCommit(commit: CommitData): Promise<void> {
     const added = await this.insertMany(commit.newBlocks, commit.rev)
-    const removed = await this.deleteMany(commit.removedCids.toList())
+    const removed = await this.deleteMany(cidStrings(commit.removedCids))
     await this.updateRoot(commit.cid, commit.rev)
-    await this.db
-      .updateTable('repo_root')
-      .set({ block_count: sql`block_count + ${added - removed}` })
-      .where('did', '=', this.did)
-      .execute()
+    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added - removed, this.did])
   }
 }

@@ -3,15 +3,18 @@
 // repository are serialized by a row lock on its repo_root row (PostgreSQL; it holds across
 // processes); SQLite runs one transaction at a time on its single connection.
 import type { Keypair } from '@atproto/crypto'
-import { BlockMap, Repo, WriteOpAction, type RecordWriteOp } from '@atproto/repo'
+import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
-import { sql } from 'kysely'
 import type { Db, Dialect } from '../db/index.js'
+import { exec, inList, valuesList } from '../db/raw.js'
 import { xrpcError } from '../errors.js'
 import { k256Keypair } from '../identity/k256.js'
+import { buildCommit, type RepoHead, type TreeOp } from './commit.js'
+import { cidStrings } from './mst-memo.js'
 import { appendCommitOrSync, type CommitOp } from './events.js'
 import type { PreparedWrite } from './prepare.js'
 import { SqlRepoStorage, type Store } from './storage.js'
+import { putTree, takeTree } from './tree-cache.js'
 
 export type CommitRef = { cid: string; rev: string }
 export type WriteResult =
@@ -43,6 +46,64 @@ export async function createEmptyRepo(trx: Store, did: string, keypair: Keypair)
   return { cid: commit.cid.toString(), rev: commit.rev }
 }
 
+// rows per multi-row statement: at most seven parameters each
+const CHUNK = 500
+
+/** the record and record_blob rows after `results`; returns the change in the number of records */
+async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: PreparedWrite[], results: WriteResult[], rev: string) {
+  const now = new Date().toISOString()
+  const byUri = new Map(writes.map((w) => [w.uri, w]))
+  const created: unknown[] = []
+  const deleted: string[] = []
+  const blobs: unknown[] = []
+  for (const r of results) {
+    const w = byUri.get(r.uri)!
+    if (r.action === 'delete' || w.action === 'delete') {
+      deleted.push(w.uri)
+      continue
+    }
+    if (r.action === 'create') created.push(w.uri, did, w.collection, w.rkey, r.cid, rev, now)
+    else await exec(trx, dialect, 'update record set cid = ?, rev = ?, indexed_at = ? where uri = ?', [r.cid, rev, now, w.uri])
+    for (const b of w.blobs) blobs.push(did, b, w.uri)
+  }
+  const uris = results.map((r) => r.uri)
+  for (let i = 0; i < uris.length; i += CHUNK) {
+    const part = uris.slice(i, i + CHUNK)
+    await exec(trx, dialect, `delete from record_blob where record_uri in ${inList(part.length)}`, part)
+  }
+  for (let i = 0; i < deleted.length; i += CHUNK) {
+    const part = deleted.slice(i, i + CHUNK)
+    await exec(trx, dialect, `delete from record where uri in ${inList(part.length)}`, part)
+  }
+  for (let i = 0; i < created.length; i += CHUNK * 7) {
+    const part = created.slice(i, i + CHUNK * 7)
+    await exec(
+      trx,
+      dialect,
+      `insert into record (uri, did, collection, rkey, cid, rev, indexed_at) values ${valuesList(part.length / 7, 7)}`,
+      part,
+    )
+  }
+  for (let i = 0; i < blobs.length; i += CHUNK * 3) {
+    const part = blobs.slice(i, i + CHUNK * 3)
+    await exec(trx, dialect, `insert into record_blob (did, blob_cid, record_uri) values ${valuesList(part.length / 3, 3)}`, part)
+  }
+  return created.length / 7 - deleted.length
+}
+
+/** the repository's current commit and tree: the cached one when it is still current */
+async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promise<{ head: RepoHead; storage: SqlRepoStorage; built: number }> {
+  const cached = takeTree(db, did, rootCid)
+  if (cached) {
+    const storage = cached.storage.rebind(trx)
+    return { head: { did, cid: parseCid(rootCid), rev: cached.rev, data: cached.data }, storage, built: cached.built }
+  }
+  const storage = new SqlRepoStorage(trx, did)
+  const cid = parseCid(rootCid)
+  const commit = ensureV3Commit(await storage.readObj(cid, def.versionedCommit))
+  return { head: { did: commit.did, cid, rev: commit.rev, data: MST.load(storage, commit.data) }, storage, built: 0 }
+}
+
 /** locks the repository's root row for the rest of the transaction and returns it */
 export async function lockRoot(trx: Store, dialect: Dialect, did: string) {
   let q = trx.selectFrom('repo_root').selectAll().where('did', '=', did)
@@ -71,7 +132,7 @@ export async function writeRecords(
       for (const r of rows) current.set(r.uri, r.cid)
     }
 
-    const ops: RecordWriteOp[] = []
+    const ops: TreeOp[] = []
     const commitOps: CommitOp[] = []
     const results: WriteResult[] = []
     const seen = new Set<string>()
@@ -88,7 +149,7 @@ export async function writeRecords(
           if (w.ignoreMissing) continue
           throw xrpcError('InvalidRequest', `Could not find record: ${w.uri}`)
         }
-        ops.push({ action: WriteOpAction.Delete, collection: w.collection as never, rkey: w.rkey as never })
+        ops.push({ action: 'delete', key: path })
         commitOps.push({ action: 'delete', path, cid: null, prev: parseCid(prev) })
         results.push({ action: 'delete', uri: w.uri })
         continue
@@ -99,13 +160,9 @@ export async function writeRecords(
         if (!w.upsert) throw xrpcError('InvalidRequest', `Could not find record: ${w.uri}`)
         action = 'create'
       }
-      if (action === 'create') {
-        ops.push({ action: WriteOpAction.Create, collection: w.collection as never, rkey: w.rkey as never, record: w.record })
-        commitOps.push({ action: 'create', path, cid: w.cid })
-      } else {
-        ops.push({ action: WriteOpAction.Update, collection: w.collection as never, rkey: w.rkey as never, record: w.record })
-        commitOps.push({ action: 'update', path, cid: w.cid, prev: parseCid(prev!) })
-      }
+      ops.push({ action, key: path, cid: w.cid, bytes: w.bytes })
+      if (action === 'create') commitOps.push({ action: 'create', path, cid: w.cid })
+      else commitOps.push({ action: 'update', path, cid: w.cid, prev: parseCid(prev!) })
       results.push({ action, uri: w.uri, cid: w.cid.toString(), validationStatus: w.validationStatus })
     }
     if (ops.length === 0) return { commit: null, results }
@@ -119,55 +176,22 @@ export async function writeRecords(
       await trx.updateTable('blob').set({ referenced: 1 }).where('did', '=', did).where('cid', 'in', blobCids).execute()
     }
 
-    const storage = new SqlRepoStorage(trx, did)
-    const repo = await Repo.load(storage, parseCid(root.cid))
+    const { head, storage, built } = await loadHead(db, trx, did, root.cid)
     const keypair = await signingKeyFor(trx, did)
-    const commit = await repo.formatCommit(ops, keypair)
+    const { commit, data } = await buildCommit(head, ops, keypair)
 
     // the record index and blob references follow the ops
-    const now = new Date().toISOString()
-    let recordDelta = 0
-    for (const w of writes) {
-      const r = results.find((x) => x.uri === w.uri)
-      if (!r) continue
-      await trx.deleteFrom('record_blob').where('record_uri', '=', w.uri).execute()
-      if (r.action === 'delete') {
-        await trx.deleteFrom('record').where('uri', '=', w.uri).execute()
-        recordDelta--
-        continue
-      }
-      if (w.action === 'delete') continue
-      if (r.action === 'create') {
-        await trx
-          .insertInto('record')
-          .values({ uri: w.uri, did, collection: w.collection, rkey: w.rkey, cid: r.cid, rev: commit.rev, indexed_at: now })
-          .execute()
-        recordDelta++
-      } else {
-        await trx.updateTable('record').set({ cid: r.cid, rev: commit.rev, indexed_at: now }).where('uri', '=', w.uri).execute()
-      }
-      if (w.blobs.length) {
-        await trx
-          .insertInto('record_blob')
-          .values(w.blobs.map((b) => ({ did, blob_cid: b, record_uri: w.uri })))
-          .execute()
-      }
-    }
+    const recordDelta = await indexRecords(trx, db.dialect, did, writes, results, commit.rev)
 
     // a record block another record still points at (identical content) must stay
-    const removed = commit.removedCids.toList().map((c) => c.toString())
-    if (removed.length) {
-      const still = await trx.selectFrom('record').select('cid').where('did', '=', did).where('cid', 'in', removed).execute()
-      for (const s of still) commit.removedCids.delete(parseCid(s.cid))
+    const removed = cidStrings(commit.removedCids)
+    for (let i = 0; i < removed.length; i += CHUNK) {
+      const part = removed.slice(i, i + CHUNK)
+      const still = await exec<{ cid: string }>(trx, db.dialect, `select cid from record where did = ? and cid in ${inList(part.length)}`, [did, ...part])
+      for (const s of still.rows) commit.removedCids.delete(parseCid(s.cid))
     }
     await storage.applyCommit(commit)
-    if (recordDelta) {
-      await trx
-        .updateTable('repo_root')
-        .set({ record_count: sql`record_count + ${recordDelta}` })
-        .where('did', '=', did)
-        .execute()
-    }
+    if (recordDelta) await exec(trx, db.dialect, 'update repo_root set record_count = record_count + ? where did = ?', [recordDelta, did])
 
     const blocks = new BlockMap()
     blocks.addMap(commit.newBlocks)
@@ -179,8 +203,11 @@ export async function writeRecords(
       commit: commit.cid,
       blocks,
       ops: commitOps,
-      prevData: repo.commit.data as Cid,
+      prevData: head.data.pointer,
     })
+    // under the lock still: the next write of this repository finds the tree if this commits
+    storage.dropCache()
+    putTree(db, did, { commit: commit.cid, rev: commit.rev, data, storage, built: built + commit.newBlocks.size })
     return { commit: { cid: commit.cid.toString(), rev: commit.rev }, results }
   })
 }
