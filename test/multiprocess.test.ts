@@ -6,7 +6,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
-import { verifyRepoCar } from '@atproto/repo'
+import { decode as cborDecode } from '@atproto/lex-cbor'
+import { readCar, verifyRepoCar } from '@atproto/repo'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, describe, dialect, dropSchema, freePort, postgresUrl, redisUrl, tempDir, testEnv, xrpc } from './harness.js'
@@ -180,6 +181,44 @@ d('several processes on one PostgreSQL and Redis', () => {
     expect(chain.at(-1)!.body.commit.toString()).toBe(
       (await xrpc(a.url, 'com.atproto.sync.getLatestCommit', { params: { did: acct.did } })).body.cid,
     )
+  })
+
+  it("does not build on a tree one process cached once the other has written the repository", async () => {
+    const acct = await account(a)
+    const put = (via: Proc, rkey: string, record: Record<string, unknown>) =>
+      xrpc(via.url, 'com.atproto.repo.putRecord', {
+        headers: bearer(acct.accessJwt),
+        body: { repo: acct.did, collection: 'com.example.mp', rkey, record: { $type: 'com.example.mp', ...record } },
+      })
+    const del = (via: Proc, rkey: string) =>
+      xrpc(via.url, 'com.atproto.repo.deleteRecord', { headers: bearer(acct.accessJwt), body: { repo: acct.did, collection: 'com.example.mp', rkey } })
+    // each step goes through the process that did not write last, whose cached tree is one behind
+    const steps = [
+      () => create(a, acct, 'x1'),
+      () => create(b, acct, 'x2'),
+      () => del(a, 'x2'),
+      () => put(b, 'x1', { v: 2 }),
+      () => create(a, acct, 'x3'),
+      () => del(b, 'x1'),
+      () => create(a, acct, 'x2', { again: true }),
+    ]
+    for (const step of steps) {
+      const res = await step()
+      expect(res.status, res.text).toBe(200)
+    }
+    const verified = await verifiedRepo(a, acct.did)
+    expect(verified.creates.map((c) => c.rkey).sort()).toEqual(['x2', 'x3'])
+    // every commit names the previous commit's tree as the one it changed
+    const replay = await subscribe(b.url, 0)
+    const mine = (f: Frame[]) => f.filter((x) => x.t === '#commit' && x.body.repo === acct.did)
+    await replay.until((f) => mine(f).length >= steps.length + 1)
+    replay.close()
+    const chain = mine(replay.frames)
+    for (let i = 1; i < chain.length; i++) {
+      const prev = await readCar(chain[i - 1].body.blocks as Uint8Array)
+      const prevCommit = cborDecode(prev.blocks.get(chain[i - 1].body.commit)!) as { data: unknown }
+      expect(String(chain[i].body.prevData)).toBe(String(prevCommit.data))
+    }
   })
 
   it("delivers to a consumer on B what A and B write, promptly, in order and without a gap", async () => {
