@@ -409,6 +409,100 @@ describe('account migration', () => {
     expect(await db.selectFrom('repo_block').select('cid').where('did', '=', did).execute()).toEqual([])
   })
 
+  it('refuses a bad prev and a broken tree, and indexes the blob references of every record form', async () => {
+    const did = fakeDid()
+    const reserved = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
+    const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
+      body: { handle: 'tree.test', email: 'tree@example.com', password: PASSWORD, did, plcOp: opFor(reserved, 'tree.test') },
+    })
+    expect(joined.status).toBe(200)
+    const db = dest.services.db
+    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()).private_key_hex
+    const key = await Secp256k1Keypair.import(hex)
+    const cidOf = async (bytes: Uint8Array) => CID.createV1(dagCbor.code, await sha256.digest(bytes))
+    const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
+    const [b1, b2, b3] = [await blob('one'), await blob('two'), await blob('three')]
+    const records: Record<string, unknown>[] = [
+      { text: 'plain' },
+      { image: { $type: 'blob', ref: b1, mimeType: 'image/png', size: 3 } },
+      { legacy: { cid: b2.toString(), mimeType: 'image/jpeg' } },
+      { big: 2 ** 40, nested: [{ $type: 'blob', ref: b3, mimeType: 'image/png', size: 3 }] }, // a 64-bit integer: the full decoder
+    ]
+    const storage = new MemoryBlockstore()
+    const repo = await Repo.create(
+      storage,
+      did,
+      key,
+      records.map((record, i) => ({ action: WriteOpAction.Create as const, collection: 'com.example.post', rkey: `r${i}`, record })),
+    )
+    const commitOver = async (data: unknown, over: Record<string, unknown> = {}) => {
+      const unsigned: Record<string, unknown> = { did, version: 3, data, rev: TID.nextStr(), prev: null, ...over }
+      for (const k of Object.keys(unsigned)) if (unsigned[k] === undefined) delete unsigned[k]
+      const bytes = dagCbor.encode({ ...unsigned, sig: await key.sign(dagCbor.encode(unsigned)) })
+      return { cid: await cidOf(bytes), bytes }
+    }
+    const carWith = async (commit: { cid: CID; bytes: Uint8Array }, change: (m: BlockMap) => void = () => {}) => {
+      const blocks = new BlockMap()
+      storage.blocks.forEach((bytes, cid) => blocks.set(cid, bytes))
+      blocks.set(commit.cid as never, commit.bytes)
+      change(blocks)
+      return blocksToCarFile(commit.cid as never, blocks)
+    }
+    const expectErr = async (car: Uint8Array, error: string, message: RegExp) => {
+      const res = await importCar(joined.body.accessJwt, car)
+      expect([res.status, res.body?.error]).toEqual([400, error])
+      expect(res.body.message).toMatch(message)
+    }
+    const data = repo.data.pointer
+    await expectErr(await carWith(await commitOver(data, { prev: 'not a cid' })), 'InvalidRequest', /prev/)
+    await expectErr(await carWith(await commitOver(data, { prev: undefined })), 'InvalidRequest', /prev/)
+    await expectErr(await carWith(await commitOver(data, { rev: 'not-a-tid' })), 'InvalidRequest', /rev/)
+    // a record's block missing
+    const leaf = (await repo.data.leaves())[1]
+    await expectErr(await carWith(await commitOver(data), (m) => m.delete(leaf.value)), 'InvalidCar', /missing block/)
+    // a tree whose keys are out of order
+    const k = (s: string) => new TextEncoder().encode(s)
+    const node = dagCbor.encode({ l: null, e: [{ p: 0, k: k('com.example.post/b'), v: leaf.value, t: null }, { p: 17, k: k('a'), v: leaf.value, t: null }] })
+    const nodeCid = await cidOf(node)
+    await expectErr(await carWith(await commitOver(nodeCid), (m) => m.set(nodeCid as never, node)), 'InvalidCar', /out of order/)
+    // a record that is not DAG-CBOR
+    const junk = new Uint8Array([0xa1, 0x61, 0x61, 0xff])
+    const junkCid = await cidOf(junk)
+    const junkNode = dagCbor.encode({ l: null, e: [{ p: 0, k: k('com.example.post/x'), v: junkCid, t: null }] })
+    const junkNodeCid = await cidOf(junkNode)
+    await expectErr(
+      await carWith(await commitOver(junkNodeCid), (m) => {
+        m.set(junkNodeCid as never, junkNode)
+        m.set(junkCid as never, junk)
+      }),
+      'InvalidCar',
+      /not DAG-CBOR/,
+    )
+    expect(await db.selectFrom('record').select('uri').where('did', '=', did).execute()).toEqual([])
+    expect(await db.selectFrom('repo_block').select('cid').where('did', '=', did).execute()).toEqual([])
+
+    // the good one, with an unreachable extra block that is not kept
+    const extra = dagCbor.encode({ unreachable: true })
+    const extraCid = await cidOf(extra)
+    const res = await importCar(joined.body.accessJwt, await carWith(await commitOver(data), (m) => m.set(extraCid as never, extra)))
+    expect(res.status).toBe(200)
+    const refs = await db.selectFrom('record_blob').select(['blob_cid', 'record_uri']).where('did', '=', did).orderBy('record_uri').execute()
+    expect(refs).toEqual([
+      { blob_cid: b1.toString(), record_uri: `at://${did}/com.example.post/r1` },
+      { blob_cid: b2.toString(), record_uri: `at://${did}/com.example.post/r2` },
+      { blob_cid: b3.toString(), record_uri: `at://${did}/com.example.post/r3` },
+    ])
+    const rows = await db.selectFrom('record').select(['uri', 'cid', 'collection', 'rkey']).where('did', '=', did).orderBy('uri').execute()
+    expect(rows.map((r) => [r.collection, r.rkey])).toEqual(records.map((_, i) => ['com.example.post', `r${i}`]))
+    const root = await db.selectFrom('repo_root').selectAll().where('did', '=', did).executeTakeFirstOrThrow()
+    const stored = await db.selectFrom('repo_block').select('cid').where('did', '=', did).execute()
+    expect(stored.map((b) => b.cid)).not.toContain(extraCid.toString())
+    expect([root.record_count, root.block_count]).toEqual([4, stored.length])
+    expect((await call(dest, 'com.atproto.server.activateAccount', joined.body.accessJwt, { method: 'POST' })).status).toBe(200)
+    const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
+    expect((await verifyRepoCar(car.bytes, did, `did:key:${reserved}`)).creates).toHaveLength(4)
+  })
+
   it('answers BadDestination for every way the destination fails to resolve, changing nothing', async () => {
     const acct = await call(origin, 'com.atproto.server.createAccount', undefined, {
       body: { handle: 'stayer.test', email: 'stayer@example.com', password: PASSWORD },

@@ -3,17 +3,26 @@
 // reserved key or a key the DID's log has named; the tree is then re-signed with the account's
 // key. Blocks, head, record index, record→blob references, counters, migration_state and the
 // event land in ONE transaction (DECISIONS.md 12): a failure leaves nothing, so a retry just works.
+// Tens of thousands of blocks per call: the CAR, tree and records are read by the byte-level
+// decoders in repo/ (car-blocks, mst-walk, record-scan), the rows written by multi-row INSERTs.
 import type { Readable } from 'node:stream'
+import { hash } from 'node:crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { XRPCError } from '@atproto/xrpc-server'
-import { BlockMap, MemoryBlockstore, MST, readCarStream, Repo, verifyCommitSig, type Commit } from '@atproto/repo'
-import type { Cid } from '@atproto/lex-data'
+import { BlockMap, verifyCommitSig, type Commit } from '@atproto/repo'
+import { TID } from '@atproto/common'
+import { parseCid } from '@atproto/lex-data'
+import { isValidTid } from '@atproto/syntax'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
+import { bulkInsert } from '../db/bulk-insert.js'
 import { xrpcError } from '../errors.js'
-import { appendCommitOrSync, type CommitOp } from '../repo/events.js'
+import { readCarBlocks, type CarBlocks } from '../repo/car-blocks.js'
+import { cidString, dagCborCid } from '../repo/cid-string.js'
+import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
+import { MstError, walkMst } from '../repo/mst-walk.js'
 import { blobRefs } from '../repo/prepare.js'
-import { SqlRepoStorage } from '../repo/storage.js'
+import { scanRecord } from '../repo/record-scan.js'
 import { signingKeyFor } from '../repo/writer.js'
 
 /** test-only fault injection: called inside the import transaction once the records are indexed */
@@ -24,13 +33,16 @@ const AUDIT_TIMEOUT_MS = 10_000
 
 type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
 
+type ImportedRecord = { path: string; collection: string; rkey: string; cid: string; blobs: string[] }
+
 export async function importRepo(deps: Deps, did: string, body: Readable) {
   const { db } = deps
   if (await hasRecords(db, did)) throw repoNotEmpty()
-  const { root, blocks } = await readCar(body)
+  const { roots, blocks } = await readCar(body)
+  if (roots.length !== 1) throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${roots.length}`)
 
   // step 3: the root is a version-3 commit of the caller's DID
-  const rootBytes = blocks.get(root)
+  const rootBytes = blocks.get(roots[0])
   if (!rootBytes) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
   const commit = decodeCommit(rootBytes)
   if (commit.did !== did) throw xrpcError('InvalidRequest', `The commit is for ${commit.did}, not ${did}`)
@@ -52,39 +64,29 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
   }
 
   // the tree: every node and record must be in the CAR; only reachable blocks are kept
-  const mem = new MemoryBlockstore(blocks)
-  const mst = MST.load(mem, commit.data)
-  let leaves: { key: string; value: Cid }[]
-  let reachable: Cid[]
+  let tree: ReturnType<typeof walkMst>
   try {
-    leaves = (await mst.leaves()).map((l) => ({ key: l.key, value: l.value as Cid }))
-    reachable = (await mst.allCids()).toList()
+    tree = walkMst(cidString(commit.data.bytes), (cid) => blocks.get(cid))
   } catch (err) {
-    throw xrpcError('InvalidCar', `The repository tree is incomplete: ${(err as Error).message}`)
+    if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
+    throw err
   }
-  const kept = new BlockMap()
-  for (const cid of reachable) {
-    const bytes = blocks.get(cid)
-    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${cid.toString()}`)
-    kept.set(cid, bytes)
-  }
-  const records = leaves.map((l) => {
+  const kept = new Map<string, Buffer>()
+  for (const cid of tree.nodes) kept.set(cid, blocks.get(cid)!)
+  const records: ImportedRecord[] = tree.leaves.map((l) => {
+    const bytes = blocks.get(l.cid)
+    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${l.cid} (record ${l.key})`)
+    kept.set(l.cid, bytes)
     const slash = l.key.indexOf('/')
-    const collection = l.key.slice(0, slash)
-    const rkey = l.key.slice(slash + 1)
-    let value: unknown
-    try {
-      value = dagCbor.decode(kept.get(l.value)!)
-    } catch {
-      throw xrpcError('InvalidCar', `Record ${l.key} is not DAG-CBOR`)
-    }
-    return { uri: `at://${did}/${l.key}`, path: l.key, collection, rkey, cid: l.value, blobs: blobRefs(value) }
+    return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: l.cid, blobs: recordBlobs(l.key, bytes) }
   })
 
   // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
-  const repo = await Repo.load(mem, root)
-  const resigned = await repo.formatCommit([], keypair)
-  kept.addMap(resigned.newBlocks)
+  const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
+  const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
+  const commitCid = cidString(dagCborCid(hash('sha256', commitBytes, 'buffer')))
+  kept.set(commitCid, commitBytes)
+  const rev = unsigned.rev
 
   return db.transaction().execute(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
@@ -94,58 +96,78 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
-    const storage = new SqlRepoStorage(trx, did)
-    const blockCount = await storage.insertMany(kept, resigned.rev)
-    await storage.updateRoot(resigned.cid, resigned.rev)
+    const blockRows = [...kept.keys()].sort().map((cid) => {
+      const bytes = kept.get(cid)!
+      return [did, cid, rev, bytes.length, bytes]
+    })
+    await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
 
+    // leaves come in key order, so in uri order
     const now = new Date().toISOString()
-    for (let i = 0; i < records.length; i += CHUNK) {
-      await trx
-        .insertInto('record')
-        .values(
-          records.slice(i, i + CHUNK).map((r) => ({
-            uri: r.uri,
-            did,
-            collection: r.collection,
-            rkey: r.rkey,
-            cid: r.cid.toString(),
-            rev: resigned.rev,
-            indexed_at: now,
-          })),
-        )
-        .execute()
-    }
-    const refs = records.flatMap((r) => r.blobs.map((b) => ({ did, blob_cid: b, record_uri: r.uri })))
-    for (let i = 0; i < refs.length; i += CHUNK) {
-      await trx.insertInto('record_blob').values(refs.slice(i, i + CHUNK)).execute()
-    }
+    const uri = (r: ImportedRecord) => `at://${did}/${r.path}`
+    await bulkInsert(
+      trx,
+      db.dialect,
+      'record',
+      ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'],
+      records.map((r) => [uri(r), did, r.collection, r.rkey, r.cid, rev, now]),
+    )
+    const refs: [string, string, string][] = []
+    for (const r of records) for (const b of r.blobs) refs.push([did, b, uri(r)])
+    refs.sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0))
+    await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refs)
     // blobs uploaded before the import are referenced now (DECISIONS.md 15)
-    const blobCids = [...new Set(refs.map((r) => r.blob_cid))]
+    const blobCids = [...new Set(refs.map((r) => r[1]))]
     for (let i = 0; i < blobCids.length; i += CHUNK) {
       await trx.updateTable('blob').set({ referenced: 1 }).where('did', '=', did).where('cid', 'in', blobCids.slice(i, i + CHUNK)).execute()
     }
+    const root = { cid: commitCid, rev, indexed_at: now, block_count: kept.size, record_count: records.length }
     await trx
-      .updateTable('repo_root')
-      .set({ block_count: blockCount, record_count: records.length })
-      .where('did', '=', did)
+      .insertInto('repo_root')
+      .values({ did, ...root })
+      .onConflict((oc) => oc.column('did').doUpdateSet(root))
       .execute()
     await trx.updateTable('account').set({ migration_state: 'migrating-in' }).where('did', '=', did).execute()
 
     await deps.hooks?.afterRecordsIndexed?.(did)
 
     // DECISIONS.md 13: one #commit of creates within the lexicon's limits, else #sync
-    const ops: CommitOp[] = records.map((r) => ({ action: 'create', path: r.path, cid: r.cid }))
-    const event = await appendCommitOrSync(trx, {
-      did,
-      rev: resigned.rev,
-      since: null,
-      commit: resigned.cid,
-      blocks: kept,
-      ops,
-      prevData: null,
-    })
-    return { commit: { cid: resigned.cid.toString(), rev: resigned.rev }, records: records.length, blocks: blockCount, event: event.type }
+    const event =
+      records.length <= MAX_COMMIT_OPS
+        ? await appendCommitOrSync(trx, {
+            did,
+            rev,
+            since: null,
+            commit: parseCid(commitCid),
+            blocks: blockMap(kept),
+            ops: records.map((r) => ({ action: 'create' as const, path: r.path, cid: parseCid(r.cid) })),
+            prevData: null,
+          })
+        : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
+    return { commit: { cid: commitCid, rev }, records: records.length, blocks: kept.size, event: event.type }
   })
+}
+
+/** a record's blob references: the byte scan, or a full decode where the scan defers */
+function recordBlobs(key: string, bytes: Uint8Array): string[] {
+  const fast = scanRecord(bytes)
+  if (fast) return fast
+  let value: unknown
+  try {
+    value = dagCbor.decode(bytes)
+  } catch {
+    throw xrpcError('InvalidCar', `Record ${key} is not DAG-CBOR`)
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array || isCid(value)) {
+    throw xrpcError('InvalidCar', `Record ${key} is not an object`)
+  }
+  return blobRefs(value)
+}
+
+function blockMap(blocks: Map<string, Uint8Array>): BlockMap {
+  const map = new BlockMap()
+  for (const [cid, bytes] of blocks) map.set(parseCid(cid), bytes)
+  return map
 }
 
 const repoNotEmpty = () => xrpcError('RepoNotEmpty', 'The account already has records; import only into an empty repository')
@@ -154,23 +176,19 @@ async function hasRecords(db: Pick<Db, 'selectFrom'>, did: string) {
   return !!(await db.selectFrom('record').select('uri').where('did', '=', did).limit(1).executeTakeFirst())
 }
 
-async function readCar(body: Readable): Promise<{ root: Cid; blocks: BlockMap }> {
+async function readCar(body: Readable): Promise<CarBlocks> {
   try {
-    const car = await readCarStream(body as AsyncIterable<Uint8Array>)
-    if (car.roots.length !== 1) {
-      await car.blocks.dump()
-      throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${car.roots.length}`)
-    }
-    const blocks = new BlockMap()
-    for await (const b of car.blocks) blocks.set(b.cid, b.bytes)
-    return { root: car.roots[0], blocks }
+    return await readCarBlocks(body as AsyncIterable<Uint8Array>)
   } catch (err) {
     if (err instanceof XRPCError) throw err
+    // the body's own failures (its size limit) arrive wrapped
     const cause = (err as { cause?: unknown }).cause
     if (cause instanceof XRPCError) throw cause
     throw xrpcError('InvalidCar', `Malformed CAR: ${(err as Error)?.message ?? err}`)
   }
 }
+
+const isCid = (v: unknown) => !!v && typeof v === 'object' && (v as { asCID?: unknown }).asCID === v
 
 function decodeCommit(bytes: Uint8Array): Commit {
   let c: any
@@ -179,7 +197,6 @@ function decodeCommit(bytes: Uint8Array): Commit {
   } catch {
     throw xrpcError('InvalidRequest', 'The root block is not DAG-CBOR')
   }
-  const isCid = (v: unknown) => !!v && typeof v === 'object' && (v as { asCID?: unknown }).asCID === v
   if (
     !c ||
     typeof c !== 'object' ||
@@ -191,6 +208,9 @@ function decodeCommit(bytes: Uint8Array): Commit {
   ) {
     throw xrpcError('InvalidRequest', 'The root block is not a signed version 3 commit')
   }
+  // a v3 commit carries `prev`, null or a link (@atproto/repo's commit schema)
+  if (!(c.prev === null || isCid(c.prev))) throw xrpcError('InvalidRequest', 'The commit\'s prev is neither null nor a CID')
+  if (!isValidTid(c.rev)) throw xrpcError('InvalidRequest', `The commit's rev is not a TID: ${c.rev}`)
   return c as Commit
 }
 

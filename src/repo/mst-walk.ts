@@ -1,0 +1,192 @@
+// Reads a repository's Merkle Search Tree straight from a map of blocks (importRepo): every node
+// decoded once, links kept as CID strings, leaves returned in key order. Checks what
+// @atproto/repo's MST.load + leaves() check (node shape, valid keys) and what a tree must be for
+// its leaves to become rows: keys strictly increasing (no duplicates), each node reached once.
+import * as cborg from 'cborg'
+import * as dagCbor from '@ipld/dag-cbor'
+import { cidString } from './cid-string.js'
+
+export class MstError extends Error {}
+
+export type MstLeaf = { key: string; cid: string }
+export type MstContents = { leaves: MstLeaf[]; nodes: string[] }
+
+// a valid tree is ~log4(records) deep; this only bounds recursion on hostile input
+const MAX_DEPTH = 128
+const MAX_KEY_LENGTH = 1024
+
+/** a tag-42 link, as a CID string (a class, so a link is never confused with a text value) */
+class Link {
+  constructor(readonly cid: string) {}
+}
+
+const decodeOptions: cborg.DecodeOptions = {
+  ...dagCbor.decodeOptions,
+  tags: Object.assign([], dagCbor.decodeOptions.tags, {
+    42: (bytes: Uint8Array) => {
+      // a CIDv1 sha-256 link (0x00 multibase prefix); anything else cannot name a block we hold
+      if (!(bytes instanceof Uint8Array) || bytes.length !== 37 || bytes[0] !== 0 || bytes[1] !== 0x01) {
+        throw new MstError('unsupported link')
+      }
+      return new Link(cidString(bytes, 1))
+    },
+  }),
+}
+
+export function walkMst(root: string, get: (cid: string) => Uint8Array | undefined): MstContents {
+  const leaves: MstLeaf[] = []
+  const nodes: string[] = []
+  const seen = new Set<string>()
+  let last = ''
+
+  const visit = (cid: string, depth: number) => {
+    if (depth > MAX_DEPTH) throw new MstError('the tree is too deep')
+    if (seen.has(cid)) throw new MstError(`node ${cid} appears twice in the tree`)
+    seen.add(cid)
+    nodes.push(cid)
+    const bytes = get(cid)
+    if (!bytes) throw new MstError(`missing block ${cid}`)
+    const node = decodeNode(cid, bytes)
+    if (node.l) visit(node.l.cid, depth + 1)
+    let prev = ''
+    for (const e of node.e) {
+      if (e.p > prev.length) throw new MstError(`node ${cid}: prefix longer than the previous key`)
+      const key = prev.slice(0, e.p) + keySuffix(cid, e.k)
+      if (!isValidKey(key)) throw new MstError(`Not a valid MST key: ${key}`)
+      if (key <= last) throw new MstError(`node ${cid}: key ${key} is out of order`)
+      leaves.push({ key, cid: e.v.cid })
+      last = key
+      prev = key
+      if (e.t) visit(e.t.cid, depth + 1)
+    }
+  }
+  visit(root, 0)
+  return { leaves, nodes }
+}
+
+type Entry = { p: number; k: Uint8Array; v: Link; t: Link | null }
+type Node = { l: Link | null; e: Entry[] }
+
+function decodeNode(cid: string, bytes: Uint8Array): Node {
+  const fast = canonicalNode(bytes)
+  if (fast) return fast
+  let n: any
+  try {
+    n = cborg.decode(bytes, decodeOptions)
+  } catch (err) {
+    throw new MstError(`node ${cid} is not DAG-CBOR: ${(err as Error).message}`)
+  }
+  const bad = () => new MstError(`block ${cid} is not an MST node`)
+  if (!n || typeof n !== 'object' || Array.isArray(n) || !(n.l === null || n.l instanceof Link) || !Array.isArray(n.e)) throw bad()
+  for (const e of n.e) {
+    if (
+      !e ||
+      typeof e !== 'object' ||
+      !Number.isSafeInteger(e.p) ||
+      e.p < 0 ||
+      !(e.k instanceof Uint8Array) ||
+      !(e.v instanceof Link) ||
+      !(e.t === null || e.t instanceof Link)
+    ) {
+      throw bad()
+    }
+  }
+  return n as Node
+}
+
+/**
+ * The node as @atproto/repo writes it (canonical DAG-CBOR: {e: [{k, p, t, v}], l}, minimal
+ * lengths, CIDv1 sha-256 links), read without a generic decoder; undefined for any other
+ * layout, which then goes through cborg and the shape checks above.
+ */
+function canonicalNode(b: Uint8Array): Node | undefined {
+  let p = 0
+  // {"e": array
+  if (b[p++] !== 0xa2 || b[p++] !== 0x61 || b[p++] !== 0x65) return undefined
+  let n = b[p++]
+  if (n >= 0x80 && n <= 0x97) n -= 0x80
+  else if (n === 0x98 && b[p] >= 24) n = b[p++]
+  else return undefined
+  const e: Entry[] = new Array(n)
+  for (let i = 0; i < n; i++) {
+    // {"k": bytes
+    if (b[p++] !== 0xa4 || b[p++] !== 0x61 || b[p++] !== 0x6b) return undefined
+    let len = b[p++]
+    if (len >= 0x40 && len <= 0x57) len -= 0x40
+    else if (len === 0x58 && b[p] >= 24) len = b[p++]
+    else if (len === 0x59 && (b[p] << 8) + b[p + 1] >= 256) {
+      len = (b[p] << 8) + b[p + 1]
+      p += 2
+    } else return undefined
+    if (p + len > b.length) return undefined
+    const k = b.subarray(p, p + len)
+    p += len
+    // "p": uint
+    if (b[p++] !== 0x61 || b[p++] !== 0x70) return undefined
+    let prefix = b[p++]
+    if (prefix === 0x18 && b[p] >= 24) prefix = b[p++]
+    else if (prefix === 0x19 && (b[p] << 8) + b[p + 1] >= 256) {
+      prefix = (b[p] << 8) + b[p + 1]
+      p += 2
+    } else if (!(prefix < 24)) return undefined
+    // "t": null or link
+    if (b[p++] !== 0x61 || b[p++] !== 0x74) return undefined
+    let t: Link | null = null
+    if (b[p] === 0xf6) p++
+    else if (isLink(b, p)) {
+      t = new Link(cidString(b, p + 5, p + 41))
+      p += 41
+    } else return undefined
+    // "v": link}
+    if (b[p++] !== 0x61 || b[p++] !== 0x76 || !isLink(b, p)) return undefined
+    e[i] = { p: prefix, k, v: new Link(cidString(b, p + 5, p + 41)), t }
+    p += 41
+  }
+  // "l": null or link}
+  if (b[p++] !== 0x61 || b[p++] !== 0x6c) return undefined
+  let l: Link | null = null
+  if (b[p] === 0xf6) p++
+  else if (isLink(b, p)) {
+    l = new Link(cidString(b, p + 5, p + 41))
+    p += 41
+  } else return undefined
+  return p === b.length ? { l, e } : undefined
+}
+
+/** tag 42 over bytes(37) = 0x00 || CIDv1 (dag-cbor or raw) sha-256 */
+function isLink(b: Uint8Array, p: number): boolean {
+  return (
+    p + 41 <= b.length &&
+    b[p] === 0xd8 &&
+    b[p + 1] === 0x2a &&
+    b[p + 2] === 0x58 &&
+    b[p + 3] === 0x25 &&
+    b[p + 4] === 0x00 &&
+    b[p + 5] === 0x01 &&
+    (b[p + 6] === 0x71 || b[p + 6] === 0x55) &&
+    b[p + 7] === 0x12 &&
+    b[p + 8] === 0x20
+  )
+}
+
+function keySuffix(cid: string, k: Uint8Array): string {
+  if (k.length > MAX_KEY_LENGTH) throw new MstError(`node ${cid}: key too long`)
+  return Buffer.from(k.buffer, k.byteOffset, k.length).toString('latin1')
+}
+
+// @atproto/repo's isValidMstKey: `collection/rkey`, at most 1024 characters of [a-zA-Z0-9_~\-:.]
+const KEY_CHAR = new Uint8Array(128)
+for (const c of 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_~-:.') KEY_CHAR[c.charCodeAt(0)] = 1
+
+function isValidKey(key: string): boolean {
+  if (key.length > MAX_KEY_LENGTH) return false
+  let slash = -1
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i)
+    if (c === 0x2f) {
+      if (slash >= 0) return false
+      slash = i
+    } else if (c >= 128 || !KEY_CHAR[c]) return false
+  }
+  return slash > 0 && slash < key.length - 1
+}
