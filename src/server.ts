@@ -16,6 +16,7 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { optionalBodies } from './api/compat.js'
+import { exactXrpcRoutes, skipForXrpc } from './api/xrpc-paths.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
@@ -117,6 +118,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     catchall: createProxy({ ...services, didResolver }),
   })
   skipAuthResultParsing(api.xrpc)
+  const xrpcRoutes = exactXrpcRoutes(api.xrpc, { validateResponses: opts.validateResponses ?? false })
   const methods = mountApi(api, services, rateLimits)
   const known = new Set(methods)
   limitStreams(api.xrpc)
@@ -131,14 +133,14 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(requestLog(logger))
   app.use(metrics.middleware((nsid) => known.has(nsid)))
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
-  app.use(wellKnownRoutes(services, version))
-  app.use(oauthRoutes(services))
+  app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
+  app.use(skipForXrpc(oauthRoutes(services)))
   app.use(optionalBodies)
   app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid)))
   // the method routes and the catch-all (proxying, 501) straight on this app: mounting
   // xrpc-server's own express app would run express's request setup a second time per request.
   // Errors reach the handler below, which answers them as xrpc-server's would.
-  app.use(api.xrpc.routes)
+  app.use(xrpcRoutes)
   app.use(api.xrpc.catchall)
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })

@@ -131,6 +131,30 @@ d('several processes on one PostgreSQL and Redis', () => {
     expect([after.body.handle, after.body.didDoc.alsoKnownAs]).toEqual([handle, [`at://${handle}`]])
   })
 
+  it('serves at one process the record value written or deleted through the other', async () => {
+    const acct = await account(a)
+    const put = (text: string) =>
+      xrpc(a.url, 'com.atproto.repo.putRecord', {
+        headers: bearer(acct.accessJwt),
+        body: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached', record: { $type: 'com.example.mp', text } },
+      })
+    const readAtB = async () => {
+      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached' } })
+      const list = await xrpc(b.url, 'com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'com.example.mp' } })
+      return [one.status === 200 ? one.body.value.text : one.body.error, list.body.records.map((r: any) => r.value.text)]
+    }
+    expect((await put('first')).status).toBe(200)
+    expect(await readAtB()).toEqual(['first', ['first']])
+    expect((await put('second')).status).toBe(200)
+    expect(await readAtB()).toEqual(['second', ['second']])
+    const del = await xrpc(a.url, 'com.atproto.repo.deleteRecord', {
+      headers: bearer(acct.accessJwt),
+      body: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached' },
+    })
+    expect(del.status).toBe(200)
+    expect(await readAtB()).toEqual(['RecordNotFound', []])
+  })
+
   it('refuses at one process a DPoP proof the other already accepted', async () => {
     const acct = await account(a)
     const key = await dpopKey()

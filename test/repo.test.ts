@@ -219,6 +219,42 @@ describe('repositories', () => {
     expect((await list.json()).records.map((r: { value: unknown }) => r.value)).toEqual([value])
   })
 
+  it('serves the new value after putRecord and nothing after deleteRecord, in getRecord and listRecords', async () => {
+    const agent = await newAgent()
+    const did = agent.session!.did
+    const read = async () => {
+      const one = await xrpc(pds.url, 'com.atproto.repo.getRecord', { params: { repo: did, collection: 'app.bsky.feed.post', rkey: 'k1' } })
+      const list = await xrpc(pds.url, 'com.atproto.repo.listRecords', { params: { repo: did, collection: 'app.bsky.feed.post' } })
+      return { one: one.status === 200 ? one.body.value.text : one.body.error, list: list.body.records.map((r: any) => r.value.text) }
+    }
+    await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'k1', record: post('first') })
+    expect(await read()).toEqual({ one: 'first', list: ['first'] })
+    await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'k1', record: post('second') })
+    expect(await read()).toEqual({ one: 'second', list: ['second'] })
+    await agent.com.atproto.repo.deleteRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'k1' })
+    expect(await read()).toEqual({ one: 'RecordNotFound', list: [] })
+  })
+
+  it('pages listRecords with a cursor in both directions, every record once', async () => {
+    const agent = await newAgent()
+    const did = agent.session!.did
+    const rkeys = ['a1', 'a2', 'a3', 'a4', 'a5']
+    for (const rkey of rkeys) await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey, record: post(rkey) })
+    for (const reverse of [false, true]) {
+      const seen: string[] = []
+      let cursor: string | undefined
+      do {
+        const params: Record<string, string> = { repo: did, collection: 'app.bsky.feed.post', limit: '2', ...(reverse ? { reverse: 'true' } : {}) }
+        if (cursor) params.cursor = cursor
+        const page = await xrpc(pds.url, 'com.atproto.repo.listRecords', { params })
+        expect(page.status).toBe(200)
+        seen.push(...page.body.records.map((r: any) => r.value.text))
+        cursor = page.body.cursor
+      } while (cursor)
+      expect(seen).toEqual(reverse ? rkeys : [...rkeys].reverse())
+    }
+  })
+
   it("refuses writes to another account's repository", async () => {
     const a = await newAgent()
     const b = await newAgent()

@@ -1,18 +1,24 @@
 // Reads shared by the repo.* and sync.* handlers: which account a `repo` parameter names, the
-// status answers of the sync lexicons, and record values as JSON.
-import { decode as decodeCbor, type TagDecoder } from 'cborg'
-import { CID } from 'multiformats/cid'
+// status answers of the sync lexicons, and records with their values as JSON text.
+import { sql } from 'kysely'
 import type { AccountRow } from '../account/store.js'
 import type { Db } from '../db/index.js'
+import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
+import { cachedRecordJson, rememberRecordJson } from './record-cache.js'
 import type { Store } from './storage.js'
+
+const accountByDid = prepared((db: Store, did: string) =>
+  db.selectFrom('account').selectAll().where('status', '!=', 'deleted').where('did', '=', did),
+)
+const accountByHandle = prepared((db: Store, handle: string) =>
+  db.selectFrom('account').selectAll().where('status', '!=', 'deleted').where('handle', '=', handle),
+)
 
 /** the account a DID or handle names, deleted ones excluded */
 export async function findRepoAccount(db: Store, repo: string): Promise<AccountRow | undefined> {
-  const q = db.selectFrom('account').selectAll().where('status', '!=', 'deleted')
-  return repo.startsWith('did:')
-    ? q.where('did', '=', repo).executeTakeFirst()
-    : q.where('handle', '=', repo.toLowerCase()).executeTakeFirst()
+  const [row] = repo.startsWith('did:') ? await accountByDid(db, repo) : await accountByHandle(db, repo.toLowerCase())
+  return row
 }
 
 /** repo.* reads: a missing, deleted or taken-down repository reads as not there (CONTRACT: 404) */
@@ -38,17 +44,75 @@ export async function ownRepo(db: Db, repo: string, did: string) {
   if (!matches) throw xrpcError('AuthenticationRequired', 'The repo is not the authenticated account\'s')
 }
 
-// DAG-CBOR tag 42 is a CID (after a 0x00 prefix); a record value carries it as {$link}
-const recordTags: TagDecoder[] = []
-recordTags[42] = (bytes: Uint8Array) => ({ $link: CID.decode(bytes.subarray(1)).toString() })
+const recordCid = prepared((db: Store, uri: string) => db.selectFrom('record').select('cid').where('uri', '=', uri))
 
-/**
- * A stored record block as the value repo.getRecord / listRecords return: one decoding pass
- * straight to the JSON data model's shapes (a CID as {$link}); byte strings stay bytes, which the
- * response writer encodes as {$bytes}. Blocks are ours, written by the DAG-CBOR encoder.
- */
-export function recordJson(bytes: Uint8Array): { [k: string]: unknown } {
-  return decodeCbor(bytes, { tags: recordTags }) as { [k: string]: unknown }
+/** repo.getRecord: the record's CID and its value as JSON text; undefined when there is none */
+export async function recordAsJson(db: Store, did: string, uri: string) {
+  const [row] = await recordCid(db, uri)
+  if (!row) return undefined
+  const [withJson] = await withValues(db, did, [row])
+  return withJson
+}
+
+// listRecords pages by shape: direction, with or without a cursor, and the limit, which is part
+// of the SQL text (SQLite re-prepares a statement whose LIMIT is a bound parameter on every run)
+type PageRow = { uri: string; cid: string; rkey: string }
+const pageQueries = new Map<string, (db: Store, did: string, collection: string, cursor?: string) => Promise<PageRow[]>>()
+
+function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
+  const key = `${asc} ${withCursor} ${limit}`
+  let q = pageQueries.get(key)
+  if (!q) {
+    const page = (db: Store, did: string, collection: string) =>
+      db
+        .selectFrom('record')
+        .select(['uri', 'cid', 'rkey'])
+        .where('did', '=', did)
+        .where('collection', '=', collection)
+        .orderBy('rkey', asc ? 'asc' : 'desc')
+        .limit(sql.lit(limit))
+    const first = prepared(page)
+    const after = prepared((db: Store, did: string, collection: string, cursor: string) =>
+      page(db, did, collection).where('rkey', asc ? '>' : '<', cursor),
+    )
+    q = withCursor ? (db, did, collection, cursor) => after(db, did, collection, cursor!) : (db, did, collection) => first(db, did, collection)
+    pageQueries.set(key, q)
+  }
+  return q
+}
+
+/** repo.listRecords: one page along the (did, collection, rkey) index, values as JSON text */
+export async function recordPageAsJson(
+  db: Store,
+  did: string,
+  collection: string,
+  opts: { limit: number; cursor?: string; reverse: boolean },
+) {
+  if (!Number.isSafeInteger(opts.limit) || opts.limit < 1 || opts.limit > 100) throw xrpcError('InvalidRequest', 'limit must be 1 to 100')
+  const rows = await pageQuery(opts.reverse, opts.cursor !== undefined, opts.limit)(db, did, collection, opts.cursor)
+  // a full page has a cursor: the last rkey read, even when that record's block was gone
+  const cursor = rows.length === opts.limit ? rows[rows.length - 1].rkey : undefined
+  return { rows: await withValues(db, did, rows), cursor }
+}
+
+/** each row with its value as JSON text: from the cache, else from its block (rows whose block is gone are left out) */
+async function withValues<R extends { cid: string }>(db: Store, did: string, rows: R[]): Promise<(R & { json: string })[]> {
+  const out: (R & { json: string })[] = []
+  let missing: Set<string> | undefined
+  for (const r of rows) {
+    const json = cachedRecordJson(did, r.cid)
+    if (json === undefined) (missing ??= new Set()).add(r.cid)
+    out.push({ ...r, json: json as string })
+  }
+  if (!missing) return out
+  const blocks = await db
+    .selectFrom('repo_block')
+    .select(['cid', 'content'])
+    .where('did', '=', did)
+    .where('cid', 'in', [...missing])
+    .execute()
+  const fetched = new Map(blocks.map((b) => [b.cid, rememberRecordJson(did, b.cid, new Uint8Array(b.content))]))
+  return out.filter((r) => (r.json ??= fetched.get(r.cid) as string) !== undefined)
 }
 
 /** counters of checkAccountStatus (DECISIONS.md 6): maintained on write or answered from an index */

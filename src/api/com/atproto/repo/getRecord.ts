@@ -1,22 +1,16 @@
 // com.atproto.repo.getRecord: a record from the index, its value read from the block store.
 import type { Server } from '../../../../generated/server/index.js'
+import type { OutputSchema } from '../../../../generated/server/types/com/atproto/repo/getRecord.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
-import { readableRepo, recordJson } from '../../../../repo/read.js'
+import { readableRepo, recordAsJson } from '../../../../repo/read.js'
+import { jsonText } from '../../../json-text.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.repo.getRecord(async ({ params }) => {
     const account = await readableRepo(db, params.repo)
     const uri = `at://${account.did}/${params.collection}/${params.rkey}`
-    const row = await db
-      .selectFrom('record')
-      .innerJoin('repo_block', (j) => j.onRef('repo_block.did', '=', 'record.did').onRef('repo_block.cid', '=', 'record.cid'))
-      .select(['record.cid', 'repo_block.content'])
-      .where('record.uri', '=', uri)
-      .executeTakeFirst()
-    if (!row || (params.cid && params.cid !== row.cid)) throw xrpcError('RecordNotFound', `Could not locate record: ${uri}`)
-    return {
-      encoding: 'application/json',
-      body: { uri, cid: row.cid, value: recordJson(new Uint8Array(row.content)) },
-    }
+    const rec = await recordAsJson(db, account.did, uri)
+    if (!rec || (params.cid && params.cid !== rec.cid)) throw xrpcError('RecordNotFound', `Could not locate record: ${uri}`)
+    return jsonText<OutputSchema>(`{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(rec.cid)},"value":${rec.json}}`)
   })

@@ -1,29 +1,20 @@
 // com.atproto.repo.listRecords: newest rkey first (reverse: oldest first), paged by rkey along the
 // (did, collection, rkey) index.
 import type { Server } from '../../../../generated/server/index.js'
+import type { OutputSchema } from '../../../../generated/server/types/com/atproto/repo/listRecords.js'
 import type { Services } from '../../../../context.js'
-import { readableRepo, recordJson } from '../../../../repo/read.js'
+import { readableRepo, recordPageAsJson } from '../../../../repo/read.js'
+import { jsonText } from '../../../json-text.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.repo.listRecords(async ({ params }) => {
     const account = await readableRepo(db, params.repo)
-    const limit = params.limit ?? 50
-    const asc = params.reverse === true
-    let q = db
-      .selectFrom('record')
-      .innerJoin('repo_block', (j) => j.onRef('repo_block.did', '=', 'record.did').onRef('repo_block.cid', '=', 'record.cid'))
-      .select(['record.uri', 'record.cid', 'record.rkey', 'repo_block.content'])
-      .where('record.did', '=', account.did)
-      .where('record.collection', '=', params.collection)
-      .orderBy('record.rkey', asc ? 'asc' : 'desc')
-      .limit(limit)
-    if (params.cursor) q = q.where('record.rkey', asc ? '>' : '<', params.cursor)
-    const rows = await q.execute()
-    return {
-      encoding: 'application/json',
-      body: {
-        records: rows.map((r) => ({ uri: r.uri, cid: r.cid, value: recordJson(new Uint8Array(r.content)) })),
-        ...(rows.length === limit ? { cursor: rows[rows.length - 1].rkey } : {}),
-      },
-    }
+    const { rows, cursor } = await recordPageAsJson(db, account.did, params.collection, {
+      limit: params.limit ?? 50,
+      cursor: params.cursor,
+      reverse: params.reverse === true,
+    })
+    const records = rows.map((r) => `{"uri":${JSON.stringify(r.uri)},"cid":${JSON.stringify(r.cid)},"value":${r.json}}`)
+    const more = cursor === undefined ? '' : `,"cursor":${JSON.stringify(cursor)}`
+    return jsonText<OutputSchema>(`{"records":[${records.join(',')}]${more}}`)
   })
