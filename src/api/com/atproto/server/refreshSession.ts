@@ -2,12 +2,14 @@
 // presented record is removed by a conditional delete and its successor inserted in the same
 // transaction, so of concurrent presentations exactly one succeeds.
 import type { Server } from '../../../../generated/server/index.js'
+import type { OutputSchema } from '../../../../generated/server/types/com/atproto/server/refreshSession.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
 import type { RefreshAuth } from '../../../../auth/verifier.js'
 import { sessionView, storeRefreshRecord, takeRefreshRecord } from '../../../../account/store.js'
 import { mintPair } from '../../../../auth/session-tokens.js'
 import { appPasswordClaim } from '../../../../account/app-passwords.js'
+import { jsonText } from '../../../json-text.js'
 
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
   api.com.atproto.server.refreshSession<RefreshAuth>(async ({ auth }) => {
@@ -27,12 +29,12 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
       })
       return pair
     })
-    return {
-      encoding: 'application/json',
-      body: {
+    // plain JSON values only (strings, booleans): nothing for xrpc-server's lexToJson to convert
+    return jsonText<OutputSchema>(
+      JSON.stringify({
         accessJwt: tokens.accessJwt,
         refreshJwt: tokens.refreshJwt,
         ...(await sessionView(db, account, config.publicUrl)),
-      },
-    }
+      }),
+    )
   })
