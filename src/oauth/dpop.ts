@@ -2,8 +2,8 @@
 // public jwk signs the proof, iat within ±60 s, htm/htu equal to the live request (htu without
 // query and fragment, scheme and host from PDS_PUBLIC_URL), ath when present, and a jti never
 // accepted in the preceding 60 s.
-import { createHash } from 'node:crypto'
-import { base64url, calculateJwkThumbprint, EmbeddedJWK, jwtVerify, type JWK } from 'jose'
+import { createHash, createPublicKey, verify as verifySig, type KeyObject } from 'node:crypto'
+import { base64url, type JWK } from 'jose'
 import { decodeParts, didKeyFromK256Jwk, verifyEs256k } from './es256k.js'
 import { REPLAY_WINDOW_S, type ReplayStore } from './replay.js'
 
@@ -33,9 +33,14 @@ export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Pr
 
   let payload: Record<string, unknown>
   if (header.alg === 'ES256') {
-    try {
-      ;({ payload } = await jwtVerify(proof, EmbeddedJWK, { algorithms: ['ES256'], typ: 'dpop+jwt' }))
-    } catch {
+    if (!verifyEs256(proof, header, jwk)) throw new DpopError('Invalid DPoP proof signature')
+    payload = parts.payload
+    const now = Math.floor(Date.now() / 1000)
+    // jose's claim checks, which the ES256 path always had
+    if (payload.exp !== undefined && (typeof payload.exp !== 'number' || payload.exp <= now)) {
+      throw new DpopError('Invalid DPoP proof signature')
+    }
+    if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now)) {
       throw new DpopError('Invalid DPoP proof signature')
     }
   } else if (header.alg === 'ES256K') {
@@ -65,11 +70,53 @@ export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Pr
     const want = check.accessToken === undefined ? undefined : base64url.encode(createHash('sha256').update(check.accessToken).digest())
     if (ath !== want) throw new DpopError('DPoP proof ath does not match the access token')
   }
-  const jkt = await calculateJwkThumbprint(jwk, 'sha256')
+  const jkt = thumbprint(jwk)
   // last, so a proof refused for another reason does not burn its jti; keyed by the jti alone
   // (§5.2: a jti accepted within the preceding 60 s is refused, whatever key signs it again)
   if (!(await replay.firstSeen(jti))) throw new DpopError('DPoP proof replayed')
   return { jkt }
+}
+
+// ES256 on node:crypto, synchronously, with each client's key imported once (a client signs every
+// proof with one key): jose's WebCrypto path imported the key and ran two async jobs per proof.
+// The checks are jose's jwtVerify ones with EmbeddedJWK: a public P-256 key, no crit, a 64-byte
+// R||S signature (high S accepted, as WebCrypto does).
+const P256_KEYS_MAX = 4096
+const p256Keys = new Map<string, KeyObject>()
+const SIG_64 = /^[A-Za-z0-9_-]{86}$/
+
+function verifyEs256(proof: string, header: Record<string, unknown>, jwk: JWK): boolean {
+  if (header.crit !== undefined || jwk.kty !== 'EC' || jwk.crv !== 'P-256') return false
+  if (typeof jwk.x !== 'string' || typeof jwk.y !== 'string') return false
+  const dot = proof.lastIndexOf('.')
+  const sig = proof.slice(dot + 1)
+  if (!SIG_64.test(sig)) return false
+  try {
+    return verifySig('sha256', Buffer.from(proof.slice(0, dot)), { key: p256Key(jwk.x, jwk.y), dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url'))
+  } catch {
+    return false
+  }
+}
+
+function p256Key(x: string, y: string): KeyObject {
+  const id = `${x}.${y}`
+  let key = p256Keys.get(id)
+  if (!key) {
+    // throws for a point that is not on the curve
+    key = createPublicKey({ key: { kty: 'EC', crv: 'P-256', x, y }, format: 'jwk' })
+    if (p256Keys.size >= P256_KEYS_MAX) p256Keys.delete(p256Keys.keys().next().value as string)
+    p256Keys.set(id, key)
+  }
+  return key
+}
+
+/** RFC 7638 thumbprint of the proof's EC key (both accepted algs are EC): jose's members and order */
+function thumbprint(jwk: JWK): string {
+  const { crv, kty, x, y } = jwk
+  if (typeof crv !== 'string' || typeof kty !== 'string' || typeof x !== 'string' || typeof y !== 'string') {
+    throw new DpopError('Invalid DPoP proof key')
+  }
+  return createHash('sha256').update(JSON.stringify({ crv, kty, x, y })).digest('base64url')
 }
 
 function normalizeHtu(u: string): string | undefined {
