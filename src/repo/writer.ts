@@ -6,6 +6,7 @@ import type { Keypair } from '@atproto/crypto'
 import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
 import type { Db, Dialect } from '../db/index.js'
+import { prepared } from '../db/prepared.js'
 import { exec, inList, valuesList } from '../db/raw.js'
 import { xrpcError } from '../errors.js'
 import { k256Keypair } from '../identity/k256.js'
@@ -21,8 +22,10 @@ export type WriteResult =
   | { action: 'create' | 'update'; uri: string; cid: string; validationStatus?: string }
   | { action: 'delete'; uri: string }
 
+const selectSigningKey = prepared((db, did: string) => db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did))
+
 export async function signingKeyFor(db: Store, did: string): Promise<Keypair> {
-  const row = await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirst()
+  const [row] = await selectSigningKey(db, did)
   if (!row) throw xrpcError('InvalidRequest', 'Account has no signing key')
   return k256Keypair(row.private_key_hex)
 }
@@ -104,11 +107,13 @@ async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promi
   return { head: { did: commit.did, cid, rev: commit.rev, data: MST.load(storage, commit.data) }, storage, built: 0 }
 }
 
+const selectRoot = prepared((db, did: string) => db.selectFrom('repo_root').selectAll().where('did', '=', did))
+const selectRootForUpdate = prepared((db, did: string) => db.selectFrom('repo_root').selectAll().where('did', '=', did).forUpdate())
+
 /** locks the repository's root row for the rest of the transaction and returns it */
 export async function lockRoot(trx: Store, dialect: Dialect, did: string) {
-  let q = trx.selectFrom('repo_root').selectAll().where('did', '=', did)
-  if (dialect === 'postgres') q = q.forUpdate()
-  return q.executeTakeFirst()
+  const [row] = await (dialect === 'postgres' ? selectRootForUpdate : selectRoot)(trx, did)
+  return row
 }
 
 export async function writeRecords(
@@ -127,9 +132,10 @@ export async function writeRecords(
     // current CIDs of the touched records, as the index has them under the lock
     const uris = [...new Set(writes.map((w) => w.uri))]
     const current = new Map<string, string>()
-    if (uris.length) {
-      const rows = await trx.selectFrom('record').select(['uri', 'cid']).where('uri', 'in', uris).execute()
-      for (const r of rows) current.set(r.uri, r.cid)
+    for (let i = 0; i < uris.length; i += CHUNK) {
+      const part = uris.slice(i, i + CHUNK)
+      const rows = await exec<{ uri: string; cid: string }>(trx, db.dialect, `select uri, cid from record where uri in ${inList(part.length)}`, part)
+      for (const r of rows.rows) current.set(r.uri, r.cid)
     }
 
     const ops: TreeOp[] = []

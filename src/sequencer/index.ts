@@ -3,6 +3,7 @@
 // `seq` and `time` (both are filled in from the row when served).
 import * as dagCbor from '@ipld/dag-cbor'
 import { sql, type Kysely, type Transaction } from 'kysely'
+import { prepared } from '../db/prepared.js'
 import { dialectOf, type AccountStatus, type EventTable, type Schema } from '../db/index.js'
 import { EVENT_CHANNEL } from './wakeup.js'
 
@@ -24,13 +25,13 @@ export async function appendEvent(
   if (dialectOf(db) === 'postgres') {
     await sql`select pg_advisory_xact_lock(${EVENT_LOCK}), pg_notify(${EVENT_CHANNEL}, current_schema())`.execute(db)
   }
-  const row = await db
-    .insertInto('event')
-    .values({ type, did, payload: dagCbor.encode(body), sequenced_at: new Date().toISOString() })
-    .returning('seq')
-    .executeTakeFirstOrThrow()
+  const [row] = await insertEvent(db, type, did, dagCbor.encode(body), new Date().toISOString())
   return row.seq
 }
+
+const insertEvent = prepared((db, type: EventTable['type'], did: string, payload: Uint8Array, at: string) =>
+  db.insertInto('event').values({ type, did, payload, sequenced_at: at }).returning('seq'),
+)
 
 export const identityEvent = (db: Store, did: string, handle?: string) =>
   appendEvent(db, 'identity', did, handle ? { did, handle } : { did })
