@@ -8,7 +8,7 @@ import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { describe, expect, it } from 'vitest'
 import { CarError, parseCar } from '../src/repo/car-blocks.js'
-import { cidString } from '../src/repo/cid-string.js'
+import { cidKey, cidString, keyToCidString } from '../src/repo/cid-string.js'
 import { MstError, walkMst } from '../src/repo/mst-walk.js'
 import { blobRefs } from '../src/repo/prepare.js'
 import { scanRecord } from '../src/repo/record-scan.js'
@@ -36,9 +36,9 @@ describe('CAR block reader', () => {
   it('reads every block of a repository CAR under its CID string', async () => {
     const { repo, storage, car } = await repoOf(30)
     const parsed = await parseCar(car)
-    expect(parsed.roots).toEqual([repo.cid.toString()])
+    expect(parsed.roots).toEqual([cidKey(repo.cid.bytes)])
     expect(parsed.blocks.size).toBe(storage.blocks.size)
-    storage.blocks.forEach((bytes, cid) => expect(Buffer.compare(parsed.blocks.get(cid.toString())!, Buffer.from(bytes))).toBe(0))
+    storage.blocks.forEach((bytes, cid) => expect(Buffer.compare(parsed.blocks.get(cidKey(cid.bytes))!, Buffer.from(bytes))).toBe(0))
   })
 
   it('refuses a block whose bytes do not hash to its CID', async () => {
@@ -65,26 +65,26 @@ describe('CAR block reader', () => {
 describe('MST walker', () => {
   it('finds the leaves and nodes @atproto/repo finds, in key order', async () => {
     const { repo, storage } = await repoOf(200)
-    const get = (cid: string) => storage.blocks.get(CID.parse(cid) as never) ?? undefined
-    const walked = walkMst(repo.data.pointer.toString(), get)
+    const get = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1')) as never) ?? undefined
+    const walked = walkMst(cidKey(repo.data.pointer.bytes), get)
     const leaves = await repo.data.leaves()
-    expect(walked.leaves).toEqual(leaves.map((l) => ({ key: l.key, cid: l.value.toString() })))
+    expect(walked.leaves).toEqual(leaves.map((l) => ({ key: l.key, cid: cidKey(l.value.bytes) })))
     const nodes = new Set<string>()
-    for (const n of await repo.data.allNodes()) if (n.isTree()) nodes.add((await n.getPointer()).toString())
+    for (const n of await repo.data.allNodes()) if (n.isTree()) nodes.add(cidKey((await n.getPointer()).bytes))
     expect(new Set(walked.nodes)).toEqual(nodes)
   })
 
   it('names a missing node', async () => {
     const { repo, storage } = await repoOf(200)
-    const root = repo.data.pointer.toString()
-    const child = walkMst(root, (c) => storage.blocks.get(CID.parse(c) as never) ?? undefined).nodes[1]
-    const get = (cid: string) => (cid === child ? undefined : (storage.blocks.get(CID.parse(cid) as never) ?? undefined))
-    expect(() => walkMst(root, get)).toThrow(new MstError(`missing block ${child}`))
+    const root = cidKey(repo.data.pointer.bytes)
+    const stored = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1')) as never) ?? undefined
+    const child = walkMst(root, stored).nodes[1]
+    expect(() => walkMst(root, (key) => (key === child ? undefined : stored(key)))).toThrow(new MstError(`missing block ${keyToCidString(child)}`))
   })
 
   const single = async (node: unknown) => {
     const bytes = dagCbor.encode(node)
-    const cid = (await cidOf(bytes)).toString()
+    const cid = cidKey((await cidOf(bytes)).bytes)
     return () => walkMst(cid, (c) => (c === cid ? bytes : undefined))
   }
   const k = (s: string) => new TextEncoder().encode(s)
@@ -103,7 +103,7 @@ describe('MST walker', () => {
       expect(await single(bad), JSON.stringify(bad)).toThrow(/is not an MST node/)
     }
     const notCbor = new Uint8Array([0xff, 0x00])
-    const cid = (await cidOf(notCbor)).toString()
+    const cid = cidKey((await cidOf(notCbor)).bytes)
     expect(() => walkMst(cid, () => notCbor)).toThrow(/not DAG-CBOR/)
   })
 
@@ -122,16 +122,16 @@ describe('MST walker', () => {
     // {l: null, e: [{k, p, t, v}]} with `l` first and `v` before `k`: valid DAG-CBOR keys, another order
     const entry = [0xa4, 0x61, 0x76, 0xd8, 0x2a, 0x58, 0x25, 0x00, ...leaf.bytes, 0x61, 0x6b, 0x43, ...k('a/b'), 0x61, 0x70, 0x00, 0x61, 0x74, 0xf6]
     const bytes = new Uint8Array([0xa2, 0x61, 0x6c, 0xf6, 0x61, 0x65, 0x81, ...entry])
-    const cid = (await cidOf(bytes)).toString()
-    expect(walkMst(cid, () => bytes).leaves).toEqual([{ key: 'a/b', cid: leaf.toString() }])
+    const cid = cidKey((await cidOf(bytes)).bytes)
+    expect(walkMst(cid, () => bytes).leaves).toEqual([{ key: 'a/b', cid: cidKey(leaf.bytes) }])
   })
 
   it('refuses a subtree reached twice', async () => {
     const sub = dagCbor.encode({ l: null, e: [{ p: 0, k: k('a/a'), v: leaf, t: null }] })
     const subCid = await cidOf(sub)
     const top = dagCbor.encode({ l: subCid, e: [{ p: 0, k: k('b/b'), v: leaf, t: subCid }] })
-    const topCid = (await cidOf(top)).toString()
-    const get = (c: string) => (c === topCid ? top : c === subCid.toString() ? sub : undefined)
+    const topCid = cidKey((await cidOf(top)).bytes)
+    const get = (c: string) => (c === topCid ? top : c === cidKey(subCid.bytes) ? sub : undefined)
     expect(() => walkMst(topCid, get)).toThrow(/appears twice/)
   })
 })
@@ -188,5 +188,6 @@ describe('record scan', () => {
   it('names blobs by the CID strings the store uses', async () => {
     const a = await blobCid('a')
     expect(cidString(a.bytes)).toBe(a.toString())
+    expect(keyToCidString(cidKey(a.bytes))).toBe(a.toString())
   })
 })

@@ -18,7 +18,7 @@ import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
 import { xrpcError } from '../errors.js'
 import { readCarBlocks, type CarBlocks } from '../repo/car-blocks.js'
-import { cidString, dagCborCid } from '../repo/cid-string.js'
+import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
 import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
 import { MstError, walkMst } from '../repo/mst-walk.js'
 import { blobRefs } from '../repo/prepare.js'
@@ -66,26 +66,31 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
   // the tree: every node and record must be in the CAR; only reachable blocks are kept
   let tree: ReturnType<typeof walkMst>
   try {
-    tree = walkMst(cidString(commit.data.bytes), (cid) => blocks.get(cid))
+    tree = walkMst(cidKey(commit.data.bytes), (key) => blocks.get(key))
   } catch (err) {
     if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
     throw err
   }
-  const kept = new Map<string, Buffer>()
-  for (const cid of tree.nodes) kept.set(cid, blocks.get(cid)!)
+  // by cidKey, each with its CID string (what the store keys on)
+  const kept = new Map<string, { cid: string; bytes: Buffer }>()
+  const keep = (key: string, bytes: Buffer) => {
+    let block = kept.get(key)
+    if (!block) kept.set(key, (block = { cid: keyToCidString(key), bytes }))
+    return block.cid
+  }
+  for (const key of tree.nodes) keep(key, blocks.get(key)!)
   const records: ImportedRecord[] = tree.leaves.map((l) => {
     const bytes = blocks.get(l.cid)
-    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${l.cid} (record ${l.key})`)
-    kept.set(l.cid, bytes)
+    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${keyToCidString(l.cid)} (record ${l.key})`)
     const slash = l.key.indexOf('/')
-    return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: l.cid, blobs: recordBlobs(l.key, bytes) }
+    return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: keep(l.cid, bytes), blobs: recordBlobs(l.key, bytes) }
   })
 
   // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
   const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
   const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
-  const commitCid = cidString(dagCborCid(hash('sha256', commitBytes, 'buffer')))
-  kept.set(commitCid, commitBytes)
+  const commitCidBytes = dagCborCid(hash('sha256', commitBytes, 'buffer'))
+  const commitCid = keep(cidKey(commitCidBytes), commitBytes)
   const rev = unsigned.rev
 
   return db.transaction().execute(async (trx) => {
@@ -96,28 +101,25 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
-    const blockRows = [...kept.keys()].sort().map((cid) => {
-      const bytes = kept.get(cid)!
-      return [did, cid, rev, bytes.length, bytes]
-    })
-    await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
+    const blockValues: unknown[] = []
+    for (const b of [...kept.values()].sort((x, y) => (x.cid < y.cid ? -1 : 1))) blockValues.push(did, b.cid, rev, b.bytes.length, b.bytes)
+    await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockValues)
 
     // leaves come in key order, so in uri order
     const now = new Date().toISOString()
-    const uri = (r: ImportedRecord) => `at://${did}/${r.path}`
-    await bulkInsert(
-      trx,
-      db.dialect,
-      'record',
-      ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'],
-      records.map((r) => [uri(r), did, r.collection, r.rkey, r.cid, rev, now]),
-    )
-    const refs: [string, string, string][] = []
-    for (const r of records) for (const b of r.blobs) refs.push([did, b, uri(r)])
-    refs.sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0))
-    await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refs)
+    const prefix = `at://${did}/`
+    const recordValues: unknown[] = []
+    const refs: { blob: string; uri: string }[] = []
+    for (const r of records) {
+      const uri = prefix + r.path
+      recordValues.push(uri, did, r.collection, r.rkey, r.cid, rev, now)
+      for (const blob of r.blobs) refs.push({ blob, uri })
+    }
+    await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordValues)
+    refs.sort((a, b) => (a.blob < b.blob ? -1 : a.blob > b.blob ? 1 : a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0))
+    await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refs.flatMap((r) => [did, r.blob, r.uri]))
     // blobs uploaded before the import are referenced now (DECISIONS.md 15)
-    const blobCids = [...new Set(refs.map((r) => r[1]))]
+    const blobCids = [...new Set(refs.map((r) => r.blob))]
     for (let i = 0; i < blobCids.length; i += CHUNK) {
       await trx.updateTable('blob').set({ referenced: 1 }).where('did', '=', did).where('cid', 'in', blobCids.slice(i, i + CHUNK)).execute()
     }
@@ -164,9 +166,9 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
   return blobRefs(value)
 }
 
-function blockMap(blocks: Map<string, Uint8Array>): BlockMap {
+function blockMap(blocks: Map<string, { cid: string; bytes: Uint8Array }>): BlockMap {
   const map = new BlockMap()
-  for (const [cid, bytes] of blocks) map.set(parseCid(cid), bytes)
+  for (const b of blocks.values()) map.set(parseCid(b.cid), b.bytes)
   return map
 }
 

@@ -32,3 +32,22 @@ export function dagCborCid(digest: Uint8Array): Uint8Array {
   out.set(digest, 4)
   return out
 }
+
+/**
+ * A Map key for binary CID bytes (their latin1 text): one native decode, much cheaper than
+ * base32, for lookups; cidString of keyBytes(key) names the block.
+ */
+export function cidKey(bytes: Uint8Array, start = 0, end = bytes.length): string {
+  return asBuffer(bytes).toString('latin1', start, end)
+}
+
+const keyScratch = new Uint8Array(64)
+
+/** the CID string of a cidKey */
+export function keyToCidString(key: string): string {
+  const bytes = key.length <= keyScratch.length ? keyScratch : new Uint8Array(key.length)
+  for (let i = 0; i < key.length; i++) bytes[i] = key.charCodeAt(i)
+  return cidString(bytes, 0, key.length)
+}
+
+export const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.length))

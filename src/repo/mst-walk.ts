@@ -1,10 +1,10 @@
 // Reads a repository's Merkle Search Tree straight from a map of blocks (importRepo): every node
-// decoded once, links kept as CID strings, leaves returned in key order. Checks what
+// decoded once, links kept as cidKeys (cid-string.ts), leaves returned in key order. Checks what
 // @atproto/repo's MST.load + leaves() check (node shape, valid keys) and what a tree must be for
 // its leaves to become rows: keys strictly increasing (no duplicates), each node reached once.
 import * as cborg from 'cborg'
 import * as dagCbor from '@ipld/dag-cbor'
-import { cidString } from './cid-string.js'
+import { asBuffer, cidKey, keyToCidString } from './cid-string.js'
 
 export class MstError extends Error {}
 
@@ -15,7 +15,7 @@ export type MstContents = { leaves: MstLeaf[]; nodes: string[] }
 const MAX_DEPTH = 128
 const MAX_KEY_LENGTH = 1024
 
-/** a tag-42 link, as a CID string (a class, so a link is never confused with a text value) */
+/** a tag-42 link, as a cidKey (a class, so a link is never confused with a text value) */
 class Link {
   constructor(readonly cid: string) {}
 }
@@ -28,11 +28,12 @@ const decodeOptions: cborg.DecodeOptions = {
       if (!(bytes instanceof Uint8Array) || bytes.length !== 37 || bytes[0] !== 0 || bytes[1] !== 0x01) {
         throw new MstError('unsupported link')
       }
-      return new Link(cidString(bytes, 1))
+      return new Link(cidKey(bytes, 1))
     },
   }),
 }
 
+/** the tree under `root`; CIDs in and out are cidKeys */
 export function walkMst(root: string, get: (cid: string) => Uint8Array | undefined): MstContents {
   const leaves: MstLeaf[] = []
   const nodes: string[] = []
@@ -41,42 +42,44 @@ export function walkMst(root: string, get: (cid: string) => Uint8Array | undefin
 
   const visit = (cid: string, depth: number) => {
     if (depth > MAX_DEPTH) throw new MstError('the tree is too deep')
-    if (seen.has(cid)) throw new MstError(`node ${cid} appears twice in the tree`)
+    if (seen.has(cid)) throw new MstError(`node ${keyToCidString(cid)} appears twice in the tree`)
     seen.add(cid)
     nodes.push(cid)
     const bytes = get(cid)
-    if (!bytes) throw new MstError(`missing block ${cid}`)
-    const node = decodeNode(cid, bytes)
-    if (node.l) visit(node.l.cid, depth + 1)
+    if (!bytes) throw new MstError(`missing block ${keyToCidString(cid)}`)
+    const node = decodeNode(cid, asBuffer(bytes))
+    if (node.l !== null) visit(node.l, depth + 1)
     let prev = ''
     for (const e of node.e) {
-      if (e.p > prev.length) throw new MstError(`node ${cid}: prefix longer than the previous key`)
-      const key = prev.slice(0, e.p) + keySuffix(cid, e.k)
+      if (e.p > prev.length) throw new MstError(`node ${keyToCidString(cid)}: prefix longer than the previous key`)
+      if (e.k.length > MAX_KEY_LENGTH) throw new MstError(`node ${keyToCidString(cid)}: key too long`)
+      const key = e.p === 0 ? e.k : prev.slice(0, e.p) + e.k
       if (!isValidKey(key)) throw new MstError(`Not a valid MST key: ${key}`)
-      if (key <= last) throw new MstError(`node ${cid}: key ${key} is out of order`)
-      leaves.push({ key, cid: e.v.cid })
+      if (key <= last) throw new MstError(`node ${keyToCidString(cid)}: key ${key} is out of order`)
+      leaves.push({ key, cid: e.v })
       last = key
       prev = key
-      if (e.t) visit(e.t.cid, depth + 1)
+      if (e.t !== null) visit(e.t, depth + 1)
     }
   }
   visit(root, 0)
   return { leaves, nodes }
 }
 
-type Entry = { p: number; k: Uint8Array; v: Link; t: Link | null }
-type Node = { l: Link | null; e: Entry[] }
+/** a node with its links as cidKeys and each key suffix as latin1 text */
+type Entry = { p: number; k: string; v: string; t: string | null }
+type Node = { l: string | null; e: Entry[] }
 
-function decodeNode(cid: string, bytes: Uint8Array): Node {
+function decodeNode(cid: string, bytes: Buffer): Node {
   const fast = canonicalNode(bytes)
   if (fast) return fast
   let n: any
   try {
     n = cborg.decode(bytes, decodeOptions)
   } catch (err) {
-    throw new MstError(`node ${cid} is not DAG-CBOR: ${(err as Error).message}`)
+    throw new MstError(`node ${keyToCidString(cid)} is not DAG-CBOR: ${(err as Error).message}`)
   }
-  const bad = () => new MstError(`block ${cid} is not an MST node`)
+  const bad = () => new MstError(`block ${keyToCidString(cid)} is not an MST node`)
   if (!n || typeof n !== 'object' || Array.isArray(n) || !(n.l === null || n.l instanceof Link) || !Array.isArray(n.e)) throw bad()
   for (const e of n.e) {
     if (
@@ -91,7 +94,10 @@ function decodeNode(cid: string, bytes: Uint8Array): Node {
       throw bad()
     }
   }
-  return n as Node
+  return {
+    l: n.l?.cid ?? null,
+    e: n.e.map((e: any) => ({ p: e.p, k: asBuffer(e.k).toString('latin1'), v: e.v.cid, t: e.t?.cid ?? null })),
+  }
 }
 
 /**
@@ -99,7 +105,7 @@ function decodeNode(cid: string, bytes: Uint8Array): Node {
  * lengths, CIDv1 sha-256 links), read without a generic decoder; undefined for any other
  * layout, which then goes through cborg and the shape checks above.
  */
-function canonicalNode(b: Uint8Array): Node | undefined {
+function canonicalNode(b: Buffer): Node | undefined {
   let p = 0
   // {"e": array
   if (b[p++] !== 0xa2 || b[p++] !== 0x61 || b[p++] !== 0x65) return undefined
@@ -119,7 +125,7 @@ function canonicalNode(b: Uint8Array): Node | undefined {
       p += 2
     } else return undefined
     if (p + len > b.length) return undefined
-    const k = b.subarray(p, p + len)
+    const k = b.toString('latin1', p, p + len)
     p += len
     // "p": uint
     if (b[p++] !== 0x61 || b[p++] !== 0x70) return undefined
@@ -131,23 +137,23 @@ function canonicalNode(b: Uint8Array): Node | undefined {
     } else if (!(prefix < 24)) return undefined
     // "t": null or link
     if (b[p++] !== 0x61 || b[p++] !== 0x74) return undefined
-    let t: Link | null = null
+    let t: string | null = null
     if (b[p] === 0xf6) p++
     else if (isLink(b, p)) {
-      t = new Link(cidString(b, p + 5, p + 41))
+      t = b.toString('latin1', p + 5, p + 41)
       p += 41
     } else return undefined
     // "v": link}
     if (b[p++] !== 0x61 || b[p++] !== 0x76 || !isLink(b, p)) return undefined
-    e[i] = { p: prefix, k, v: new Link(cidString(b, p + 5, p + 41)), t }
+    e[i] = { p: prefix, k, v: b.toString('latin1', p + 5, p + 41), t }
     p += 41
   }
   // "l": null or link}
   if (b[p++] !== 0x61 || b[p++] !== 0x6c) return undefined
-  let l: Link | null = null
+  let l: string | null = null
   if (b[p] === 0xf6) p++
   else if (isLink(b, p)) {
-    l = new Link(cidString(b, p + 5, p + 41))
+    l = b.toString('latin1', p + 5, p + 41)
     p += 41
   } else return undefined
   return p === b.length ? { l, e } : undefined
@@ -169,10 +175,6 @@ function isLink(b: Uint8Array, p: number): boolean {
   )
 }
 
-function keySuffix(cid: string, k: Uint8Array): string {
-  if (k.length > MAX_KEY_LENGTH) throw new MstError(`node ${cid}: key too long`)
-  return Buffer.from(k.buffer, k.byteOffset, k.length).toString('latin1')
-}
 
 // @atproto/repo's isValidMstKey: `collection/rkey`, at most 1024 characters of [a-zA-Z0-9_~\-:.]
 const KEY_CHAR = new Uint8Array(128)
