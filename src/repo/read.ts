@@ -5,7 +5,7 @@ import type { AccountRow } from '../account/store.js'
 import type { Db } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
-import { cachedRecordJson, rememberRecordJson } from './record-cache.js'
+import { cachedRecord, rememberRecord } from './record-cache.js'
 import type { Store } from './storage.js'
 
 const accountByDid = prepared((db: Store, did: string) =>
@@ -46,17 +46,17 @@ export async function ownRepo(db: Db, repo: string, did: string) {
 
 const recordCid = prepared((db: Store, uri: string) => db.selectFrom('record').select('cid').where('uri', '=', uri))
 
-/** repo.getRecord: the record's CID and its value as JSON text; undefined when there is none */
+/** repo.getRecord: the record's CID and the record as JSON text; undefined when there is none */
 export async function recordAsJson(db: Store, did: string, uri: string) {
   const [row] = await recordCid(db, uri)
   if (!row) return undefined
-  const [withJson] = await withValues(db, did, [row])
-  return withJson
+  const [json] = await asJson(db, did, [{ uri, cid: row.cid }])
+  return json === undefined ? undefined : { cid: row.cid, json }
 }
 
 // listRecords pages by shape: direction, with or without a cursor, and the limit, which is part
 // of the SQL text (SQLite re-prepares a statement whose LIMIT is a bound parameter on every run)
-type PageRow = { uri: string; cid: string; rkey: string }
+type PageRow = { uri: string; cid: string }
 const pageQueries = new Map<string, (db: Store, did: string, collection: string, cursor?: string) => Promise<PageRow[]>>()
 
 function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
@@ -66,7 +66,7 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
     const page = (db: Store, did: string, collection: string) =>
       db
         .selectFrom('record')
-        .select(['uri', 'cid', 'rkey'])
+        .select(['uri', 'cid'])
         .where('did', '=', did)
         .where('collection', '=', collection)
         .orderBy('rkey', asc ? 'asc' : 'desc')
@@ -81,7 +81,7 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
   return q
 }
 
-/** repo.listRecords: one page along the (did, collection, rkey) index, values as JSON text */
+/** repo.listRecords: one page along the (did, collection, rkey) index, each record as JSON text */
 export async function recordPageAsJson(
   db: Store,
   did: string,
@@ -91,18 +91,19 @@ export async function recordPageAsJson(
   if (!Number.isSafeInteger(opts.limit) || opts.limit < 1 || opts.limit > 100) throw xrpcError('InvalidRequest', 'limit must be 1 to 100')
   const rows = await pageQuery(opts.reverse, opts.cursor !== undefined, opts.limit)(db, did, collection, opts.cursor)
   // a full page has a cursor: the last rkey read, even when that record's block was gone
-  const cursor = rows.length === opts.limit ? rows[rows.length - 1].rkey : undefined
-  return { rows: await withValues(db, did, rows), cursor }
+  const last = rows.length === opts.limit ? rows[rows.length - 1].uri : undefined
+  const records = (await asJson(db, did, rows)).filter((j): j is string => j !== undefined)
+  return { records, cursor: last?.slice(last.lastIndexOf('/') + 1) }
 }
 
-/** each row with its value as JSON text: from the cache, else from its block (rows whose block is gone are left out) */
-async function withValues<R extends { cid: string }>(db: Store, did: string, rows: R[]): Promise<(R & { json: string })[]> {
-  const out: (R & { json: string })[] = []
+/** each record as JSON text: from the cache, else from its block (undefined where the block is gone) */
+async function asJson(db: Store, did: string, rows: PageRow[]): Promise<(string | undefined)[]> {
+  const out: (string | undefined)[] = new Array(rows.length)
   let missing: Set<string> | undefined
-  for (const r of rows) {
-    const json = cachedRecordJson(did, r.cid)
-    if (json === undefined) (missing ??= new Set()).add(r.cid)
-    out.push({ ...r, json: json as string })
+  for (let i = 0; i < rows.length; i++) {
+    const json = cachedRecord(rows[i].uri, rows[i].cid)
+    if (json === undefined) (missing ??= new Set()).add(rows[i].cid)
+    out[i] = json
   }
   if (!missing) return out
   const blocks = await db
@@ -111,8 +112,12 @@ async function withValues<R extends { cid: string }>(db: Store, did: string, row
     .where('did', '=', did)
     .where('cid', 'in', [...missing])
     .execute()
-  const fetched = new Map(blocks.map((b) => [b.cid, rememberRecordJson(did, b.cid, new Uint8Array(b.content))]))
-  return out.filter((r) => (r.json ??= fetched.get(r.cid) as string) !== undefined)
+  const content = new Map(blocks.map((b) => [b.cid, new Uint8Array(b.content)]))
+  for (let i = 0; i < rows.length; i++) {
+    const block = out[i] === undefined ? content.get(rows[i].cid) : undefined
+    if (block) out[i] = rememberRecord(rows[i].uri, rows[i].cid, block)
+  }
+  return out
 }
 
 /** counters of checkAccountStatus (DECISIONS.md 6): maintained on write or answered from an index */

@@ -1,38 +1,45 @@
-// Record values as the JSON text getRecord and listRecords send, remembered by DID and CID. The
-// index row (and so the CID) is read on every request and a CID names one content for good, so an
-// entry is never stale: a put gives the record a new CID, a delete removes its row, on whichever
-// process it happens. Bounded by size; eviction gives each entry used since its last turn a second
-// chance (a hit only sets a flag: a listRecords page is a hundred hits).
+// Records as the JSON text getRecord and listRecords send ({"uri","cid","value"}), remembered by
+// CID and checked against the URI. The index row (URI and CID) is read on every request and a CID
+// names one content for good, so an entry is never stale: a put gives the record a new CID, a
+// delete removes its row, on whichever process it happens. Bounded by size; eviction gives each
+// entry used since its last turn a second chance (a hit only sets a flag: a listRecords page is a
+// hundred hits).
 import { lexToJson } from '@atproto/lexicon'
 import { decode as decodeCbor, type TagDecoder } from 'cborg'
 import { CID } from 'multiformats/cid'
 
 const MAX_BYTES = 8 * 1024 * 1024
-/** map entry, key and bookkeeping, beside the text itself */
-const ENTRY_OVERHEAD = 200
+/** map slot, entry object and string headers, beside the characters themselves */
+const ENTRY_OVERHEAD = 160
+const ASCII = /^[\x00-\x7f]*$/
 
-type Entry = { json: string; size: number; used: boolean }
+type Entry = { uri: string; json: string; size: number; used: boolean }
 const entries = new Map<string, Entry>()
 let bytes = 0
 
-const keyOf = (did: string, cid: string) => `${did} ${cid}`
-
-export function cachedRecordJson(did: string, cid: string): string | undefined {
-  const hit = entries.get(keyOf(did, cid))
-  if (!hit) return undefined
+/** the record's JSON text, when remembered */
+export function cachedRecord(uri: string, cid: string): string | undefined {
+  const hit = entries.get(cid)
+  // one content at two URIs (identical records) keeps the last one read
+  if (!hit || hit.uri !== uri) return undefined
   hit.used = true
   return hit.json
 }
 
-/** the value of a stored record block as JSON text (the JSON data model: {$link}, {$bytes}) */
-export function rememberRecordJson(did: string, cid: string, block: Uint8Array): string {
-  const json = JSON.stringify(lexToJson(recordJson(block) as Parameters<typeof lexToJson>[0]))
-  const key = keyOf(did, cid)
-  // strings count two bytes a character: an upper bound
-  const size = ENTRY_OVERHEAD + 2 * (key.length + json.length)
-  if (size > MAX_BYTES / 64 || entries.has(key)) return json
+/** the record as JSON text, its value from the stored block (the JSON data model: {$link}, {$bytes}) */
+export function rememberRecord(uri: string, cid: string, block: Uint8Array): string {
+  const value = JSON.stringify(lexToJson(recordJson(block) as Parameters<typeof lexToJson>[0]))
+  const json = `{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(cid)},"value":${value}}`
+  // V8 keeps an all-ASCII string at one byte a character, any other at two
+  const size = ENTRY_OVERHEAD + cid.length + uri.length + (ASCII.test(json) ? 1 : 2) * json.length
+  if (size > MAX_BYTES / 64) return json
+  const old = entries.get(cid)
+  if (old) {
+    entries.delete(cid)
+    bytes -= old.size
+  }
   bytes += size
-  entries.set(key, { json, size, used: false })
+  entries.set(cid, { uri, json, size, used: false })
   // a key moved to the end comes round again in this same walk
   for (const [k, e] of entries) {
     if (bytes <= MAX_BYTES) break

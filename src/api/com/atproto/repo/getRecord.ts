@@ -12,5 +12,6 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     const uri = `at://${account.did}/${params.collection}/${params.rkey}`
     const rec = await recordAsJson(db, account.did, uri)
     if (!rec || (params.cid && params.cid !== rec.cid)) throw xrpcError('RecordNotFound', `Could not locate record: ${uri}`)
-    return jsonText<OutputSchema>(`{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(rec.cid)},"value":${rec.json}}`)
+    // {uri, cid, value}: the output is the record's JSON text as it is
+    return jsonText<OutputSchema>(rec.json)
   })

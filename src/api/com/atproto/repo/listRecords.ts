@@ -9,12 +9,11 @@ import { jsonText } from '../../../json-text.js'
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.repo.listRecords(async ({ params }) => {
     const account = await readableRepo(db, params.repo)
-    const { rows, cursor } = await recordPageAsJson(db, account.did, params.collection, {
+    const { records, cursor } = await recordPageAsJson(db, account.did, params.collection, {
       limit: params.limit ?? 50,
       cursor: params.cursor,
       reverse: params.reverse === true,
     })
-    const records = rows.map((r) => `{"uri":${JSON.stringify(r.uri)},"cid":${JSON.stringify(r.cid)},"value":${r.json}}`)
     const more = cursor === undefined ? '' : `,"cursor":${JSON.stringify(cursor)}`
     return jsonText<OutputSchema>(`{"records":[${records.join(',')}]${more}}`)
   })
