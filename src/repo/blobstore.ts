@@ -12,7 +12,7 @@ import { xrpcError } from '../errors.js'
 
 const RAW = 0x55
 const SHA256 = 0x12
-const WRITE_BYTES = 256 * 1024
+const WRITE_BYTES = 1024 * 1024
 
 export type StagedBlob = { key: string; cid: string; size: number }
 
@@ -63,15 +63,18 @@ export class DiskBlobStore implements BlobStore {
     })
     const hash = createHash('sha256')
     let size = 0
-    // socket chunks are small: gather them into fewer, larger writes
+    // socket chunks are small: gather them into fewer writes, each one writev of the chunks as
+    // received (copying them into one buffer cost more than the write itself)
     let pending: Uint8Array[] = []
     let pendingBytes = 0
     const flush = async () => {
       if (pendingBytes === 0) return
-      const buf = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes)
+      const bufs = pending
+      const bytes = pendingBytes
       pending = []
       pendingBytes = 0
-      await fh.writeFile(buf)
+      const { bytesWritten } = await fh.writev(bufs)
+      if (bytesWritten !== bytes) throw new Error(`short write to ${file}: ${bytesWritten} of ${bytes} bytes`)
     }
     try {
       for await (const chunk of input) {
