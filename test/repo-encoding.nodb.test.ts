@@ -2,13 +2,14 @@
 // the bytes and CIDs the library itself produces; this fails when the installed library changes
 // shape under them.
 import { Secp256k1Keypair } from '@atproto/crypto'
+import * as dagCbor from '@ipld/dag-cbor'
 import { decode as cborDecode, encode } from '@atproto/lex-cbor'
 import { cidForCbor } from '@atproto/lex-data'
 import { BlockMap, blocksToCarFile, Leaf, MemoryBlockstore, MST, mstUtil, Repo, verifyCommitSig, WriteOpAction, type RecordWriteOp } from '@atproto/repo'
 import { expect, it } from 'vitest'
 import { blockEntries, cidForDagCbor, encodeNode, installMstMemo, libraryMatches, unpatchedAddMap, unpatchedSerialize } from '../src/repo/mst-memo.js'
 import { buildCommit, type TreeOp } from '../src/repo/commit.js'
-import { carFile } from '../src/repo/events.js'
+import { carFile, commitBody, type CommitEvent } from '../src/repo/events.js'
 import { describe } from './harness.js'
 
 const DID = 'did:plc:abcdefghijklmnopqrstuvwx'
@@ -182,5 +183,42 @@ describe('repository encoding shortcuts', () => {
     let root
     for (let i = 0; i < 50; i++) root = await blocks.add({ i, pad: 'x'.repeat(i * 40) })
     expect(Buffer.from(carFile(root!, blocks)).equals(Buffer.from(await blocksToCarFile(root!, blocks)))).toBe(true)
+  })
+
+  it('encodes #commit bodies as @ipld/dag-cbor does', async () => {
+    const cid = (i: number) => cidForDagCbor(encode({ i }))
+    const car = new Uint8Array(300).fill(7)
+    const bodies: CommitEvent[] = [
+      { did: DID, rev: '3l2abc', since: null, commit: cid(1), blocks: new BlockMap(), ops: [], prevData: null },
+      {
+        did: DID,
+        rev: '3l2abd',
+        since: '3l2abc',
+        commit: cid(2),
+        blocks: new BlockMap(),
+        ops: [
+          { action: 'create', path: 'app.bsky.feed.post/3l2abd', cid: cid(3) },
+          { action: 'update', path: `com.example.${'long'.repeat(10)}/${'k'.repeat(300)}`, cid: cid(4), prev: cid(5) },
+          { action: 'delete', path: 'com.example.a/x', cid: null, prev: cid(6) },
+          ...Array.from({ length: 30 }, (_, i) => ({ action: 'create' as const, path: `com.example.a/r${i}`, cid: cid(100 + i) })),
+        ],
+        prevData: cid(7),
+      },
+    ]
+    for (const ev of bodies) {
+      const expected = dagCbor.encode({
+        repo: ev.did,
+        rev: ev.rev,
+        since: ev.since,
+        commit: ev.commit,
+        blocks: car,
+        ops: ev.ops.map((op) => ({ action: op.action, path: op.path, cid: op.cid, ...(op.prev ? { prev: op.prev } : {}) })),
+        blobs: [],
+        rebase: false,
+        tooBig: false,
+        ...(ev.prevData ? { prevData: ev.prevData } : {}),
+      })
+      expect(Buffer.from(commitBody(ev, car)).equals(Buffer.from(expected))).toBe(true)
+    }
   })
 })

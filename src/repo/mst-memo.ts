@@ -10,9 +10,10 @@
 //
 // A BlockMap keeps its blocks by CID string and parses every CID again when iterated; merging one
 // into another (each covering proof of a commit, its new blocks) copies the strings instead.
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { BlockMap, CidSet, MST, type NodeEntry } from '@atproto/repo'
 import { createCid, type Cid } from '@atproto/lex-data'
+import { CborWriter } from './cbor-writer.js'
 
 const DAG_CBOR = 0x71
 const SHA2_256 = 0x12
@@ -92,7 +93,8 @@ export const unpatchedSerialize = (node: MST): Promise<Serialized> => original.c
 export const unpatchedAddMap = (into: BlockMap, toAdd: BlockMap): BlockMap => originalAddMap.call(into, toAdd)
 
 export function cidForDagCbor(bytes: Uint8Array): Cid {
-  return createCid(DAG_CBOR, SHA2_256, createHash('sha256').update(bytes).digest()) as Cid
+  const d = hash('sha256', bytes, 'buffer')
+  return createCid(DAG_CBOR, SHA2_256, new Uint8Array(d.buffer, d.byteOffset, d.length)) as Cid
 }
 
 /**
@@ -100,7 +102,7 @@ export function cidForDagCbor(bytes: Uint8Array): Cid {
  * map keys in DAG-CBOR order (all one byte long, so bytewise): e before l; k, p, t, v.
  */
 export function encodeNode(entries: NodeEntry[]): Uint8Array {
-  const out = new Writer()
+  const out = new CborWriter()
   let i = 0
   let left: Cid | null = null
   if (entries[0]?.isTree()) {
@@ -152,70 +154,3 @@ function prefixLen(a: string, b: string): number {
 
 const KEY_CHARS = /^[a-zA-Z0-9_~\-:.]+\/[a-zA-Z0-9_~\-:.]+$/
 const validMstKey = (key: string) => key.length <= 1024 && KEY_CHARS.test(key)
-
-class Writer {
-  private buf = new Uint8Array(1024)
-  private at = 0
-
-  private room(n: number) {
-    if (this.at + n <= this.buf.length) return
-    const next = new Uint8Array(Math.max(this.buf.length * 2, this.at + n))
-    next.set(this.buf.subarray(0, this.at))
-    this.buf = next
-  }
-
-  byte(b: number) {
-    this.room(1)
-    this.buf[this.at++] = b
-  }
-
-  /** a one-character text string */
-  key(c: number) {
-    this.room(2)
-    this.buf[this.at++] = 0x61
-    this.buf[this.at++] = c
-  }
-
-  /** a CBOR head: major type and argument, shortest form */
-  head(major: number, n: number) {
-    this.room(9)
-    const m = major << 5
-    if (n < 24) this.buf[this.at++] = m | n
-    else if (n < 0x100) {
-      this.buf[this.at++] = m | 24
-      this.buf[this.at++] = n
-    } else if (n < 0x10000) {
-      this.buf[this.at++] = m | 25
-      this.buf[this.at++] = n >> 8
-      this.buf[this.at++] = n & 0xff
-    } else {
-      this.buf[this.at++] = m | 26
-      this.buf[this.at++] = (n >>> 24) & 0xff
-      this.buf[this.at++] = (n >> 16) & 0xff
-      this.buf[this.at++] = (n >> 8) & 0xff
-      this.buf[this.at++] = n & 0xff
-    }
-  }
-
-  ascii(s: string) {
-    this.room(s.length)
-    for (let j = 0; j < s.length; j++) this.buf[this.at++] = s.charCodeAt(j)
-  }
-
-  /** tag 42 over the CID's bytes behind the 0x00 multibase prefix, or null */
-  cidOrNull(cid: Cid | null) {
-    if (cid === null) return this.byte(0xf6)
-    const bytes = cid.bytes
-    this.room(4 + bytes.length + 9)
-    this.buf[this.at++] = 0xd8
-    this.buf[this.at++] = 0x2a
-    this.head(2, bytes.length + 1)
-    this.buf[this.at++] = 0x00
-    this.buf.set(bytes, this.at)
-    this.at += bytes.length
-  }
-
-  finish(): Uint8Array {
-    return this.buf.slice(0, this.at)
-  }
-}

@@ -15,6 +15,7 @@ const MAX_NODES = 1000
 
 export type CachedTree = {
   commit: string
+  cid: Cid
   rev: string
   data: MST
   /** the store every node of `data` reads through; rebound to each writing transaction */
@@ -44,6 +45,6 @@ export function putTree(db: Db, did: string, tree: { commit: Cid; rev: string; d
   if (tree.storage.reads + tree.built > MAX_NODES) return
   const c = cacheOf(db)
   c.delete(did)
-  c.set(did, { ...tree, commit: tree.commit.toString() })
+  c.set(did, { ...tree, commit: tree.commit.toString(), cid: tree.commit })
   if (c.size > MAX_REPOS) c.delete(c.keys().next().value as string)
 }

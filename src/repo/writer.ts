@@ -99,7 +99,7 @@ async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promi
   const cached = takeTree(db, did, rootCid)
   if (cached) {
     const storage = cached.storage.rebind(trx)
-    return { head: { did, cid: parseCid(rootCid), rev: cached.rev, data: cached.data }, storage, built: cached.built }
+    return { head: { did, cid: cached.cid, rev: cached.rev, data: cached.data }, storage, built: cached.built }
   }
   const storage = new SqlRepoStorage(trx, did)
   const cid = parseCid(rootCid)

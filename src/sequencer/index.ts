@@ -11,11 +11,12 @@ const EVENT_LOCK = 7_340_001
 
 type Store = Kysely<Schema> | Transaction<Schema>
 
+/** `body` as an object, or already DAG-CBOR */
 export async function appendEvent(
   db: Store,
   type: EventTable['type'],
   did: string,
-  body: Record<string, unknown>,
+  body: Record<string, unknown> | Uint8Array,
 ): Promise<number> {
   // PostgreSQL hands out sequence numbers before commit, so two transactions could commit their
   // events out of seq order and a reader could step past one not yet visible. One lock held from
@@ -25,7 +26,8 @@ export async function appendEvent(
   if (dialectOf(db) === 'postgres') {
     await sql`select pg_advisory_xact_lock(${EVENT_LOCK}), pg_notify(${EVENT_CHANNEL}, current_schema())`.execute(db)
   }
-  const [row] = await insertEvent(db, type, did, dagCbor.encode(body), new Date().toISOString())
+  const payload = body instanceof Uint8Array ? body : dagCbor.encode(body)
+  const [row] = await insertEvent(db, type, did, payload, new Date().toISOString())
   return row.seq
 }
 
