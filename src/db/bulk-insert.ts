@@ -5,9 +5,12 @@ import type { Dialect } from './index.js'
 import { exec, valuesList } from './raw.js'
 import type { Store } from '../repo/storage.js'
 
-// bound parameters per statement: under SQLite's 32766 and PostgreSQL's 65535
+// bound parameters per statement: under SQLite's 32766 and PostgreSQL's 65535. Rows per
+// statement: SQLite's prepare time (and the cached statement's size) grows faster than the VALUES
+// list (0.7 ms for 200 rows, 6.5 ms for 2000, 26 ms for 4000); running the rows costs about the
+// same either way.
 const MAX_PARAMS = 30_000
-const MAX_ROWS = 2000
+const MAX_ROWS = 256
 
 /** inserts rows given flat, `columns.length` values per row, in order */
 export async function bulkInsert(db: Store, dialect: Dialect, table: string, columns: readonly string[], values: readonly unknown[]): Promise<void> {
