@@ -80,6 +80,8 @@ const vars = {
   PDS_PRIVACY_POLICY_URL: url.optional(),
   PDS_TERMS_OF_SERVICE_URL: url.optional(),
   PDS_CONTACT_EMAIL_ADDRESS: z.email().optional(),
+  // read by runtimeEnv() before the rest; listed here so a bad value is reported like any other
+  PDS_RUNTIME_TUNING: bool.default(true),
 } as const
 
 type Vars = { [K in keyof typeof vars]: z.output<(typeof vars)[K]> }
@@ -289,6 +291,30 @@ function k256Scalar(): string {
     const hex = randomBytes(32).toString('hex')
     const n = BigInt('0x' + hex)
     if (n > 0n && n < K256_ORDER) return hex
+  }
+}
+
+/** set in the environment of a server process that re-executed itself with the tuning (runtime.ts) */
+export const RUNTIME_TUNED_VAR = 'PDS_RUNTIME_TUNED'
+
+export type RuntimeEnv = {
+  /** this process is the re-executed one */
+  tuned: boolean
+  /** PDS_RUNTIME_TUNING is not false */
+  enabled: boolean
+  /** NODE_OPTIONS, whose flags the operator's choice wins over ours */
+  nodeOptions: string
+  /** the environment to pass on */
+  env: NodeJS.ProcessEnv
+}
+
+/** what src/runtime.ts needs before the configuration is loaded (loading it may write secrets) */
+export function runtimeEnv(env: NodeJS.ProcessEnv = process.env): RuntimeEnv {
+  return {
+    tuned: env[RUNTIME_TUNED_VAR] === '1',
+    enabled: env.PDS_RUNTIME_TUNING !== 'false' && env.PDS_RUNTIME_TUNING !== '0',
+    nodeOptions: env.NODE_OPTIONS ?? '',
+    env,
   }
 }
 

@@ -1,22 +1,38 @@
 // Prometheus metrics, served on /metrics only when PDS_METRICS=true (or on PDS_METRICS_PORT).
 // Request counts and latency by method and status, firehose consumers and backlog, the database
 // pool or the SQLite WAL fsyncs, and counters other modules bump (email send failures) or gauges they register (replay
-// store size) through `metrics.gauge(...)`.
+// store size) through `metrics.gauge(...)`. prom-client is loaded only when metrics are on.
 import type { NextFunction, Request, Response } from 'express'
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type * as Prom from 'prom-client'
+
+/** what modules bump: a prom-client counter, or a no-op while metrics are off */
+export type Counter<L extends string = never> = [L] extends [never]
+  ? { inc(): void }
+  : { inc(labels: Partial<Record<L, string>>): void }
+
+const NOT_COUNTED = { inc() {} }
+
+export async function createMetrics(enabled: boolean): Promise<Metrics> {
+  return new Metrics(enabled ? await import('prom-client') : undefined)
+}
 
 export class Metrics {
-  readonly registry = new Registry()
-  readonly requests: Counter<'method' | 'status'>
-  readonly latency: Histogram<'method'>
-  readonly emailFailures: Counter
-  readonly crawlRequests: Counter<'outcome'>
-  readonly proxied: Counter<'status'>
-  readonly walFsyncs: Counter
+  readonly enabled: boolean
+  private readonly registry: Prom.Registry | undefined
+  private readonly latency: Prom.Histogram<'method'> | undefined
+  private readonly requests: Prom.Counter<'method' | 'status'> | undefined
+  readonly emailFailures: Counter = NOT_COUNTED
+  readonly crawlRequests: Counter<'outcome'> = NOT_COUNTED
+  readonly proxied: Counter<'status'> = NOT_COUNTED
+  readonly walFsyncs: Counter = NOT_COUNTED
 
-  constructor(readonly enabled: boolean) {
-    const registers = [this.registry]
-    if (enabled) collectDefaultMetrics({ register: this.registry, prefix: 'pds_process_' })
+  constructor(private readonly prom?: typeof Prom) {
+    this.enabled = !!prom
+    if (!prom) return
+    const { Counter, Histogram, Registry, collectDefaultMetrics } = prom
+    const registry = (this.registry = new Registry())
+    const registers = [registry]
+    collectDefaultMetrics({ register: registry, prefix: 'pds_process_' })
     this.requests = new Counter({
       name: 'pds_xrpc_requests_total',
       help: 'XRPC requests by method id and HTTP status',
@@ -56,7 +72,8 @@ export class Metrics {
 
   /** a gauge read at scrape time (firehose consumers, pool sizes, replay-store size, ...) */
   gauge(name: string, help: string, read: () => number | Promise<number>) {
-    new Gauge({
+    if (!this.prom || !this.registry) return
+    new this.prom.Gauge({
       name,
       help,
       registers: [this.registry],
@@ -69,20 +86,22 @@ export class Metrics {
   /** counts and times every /xrpc/<method> request; unknown method ids share one label */
   middleware(known: (nsid: string) => boolean) {
     return (req: Request, res: Response, next: NextFunction) => {
-      if (!this.enabled || !req.path.startsWith('/xrpc/')) return next()
+      const { latency, requests } = this
+      if (!latency || !requests || !req.path.startsWith('/xrpc/')) return next()
       const nsid = req.path.slice('/xrpc/'.length)
       // a label per arbitrary path would let any client grow the registry without bound
       const method = known(nsid) || nsid === '_health' ? nsid : req.headers['atproto-proxy'] || /^(app|chat)\.bsky\./.test(nsid) ? 'proxied' : 'other'
-      const end = this.latency.startTimer({ method })
+      const end = latency.startTimer({ method })
       res.on('finish', () => {
         end()
-        this.requests.inc({ method, status: String(res.statusCode) })
+        requests.inc({ method, status: String(res.statusCode) })
       })
       next()
     }
   }
 
   async render(): Promise<{ contentType: string; body: string }> {
+    if (!this.registry) return { contentType: 'text/plain; version=0.0.4', body: '' }
     return { contentType: this.registry.contentType, body: await this.registry.metrics() }
   }
 }

@@ -29,7 +29,7 @@ import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
 import { RateLimits, type RateLimitTuning } from './auth/rate-limits.js'
 import { DidResolver } from './identity/did-resolver.js'
 import { createProxy } from './proxy/index.js'
-import { Metrics } from './metrics.js'
+import { createMetrics, type Metrics } from './metrics.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
 
 export const version: string = JSON.parse(
@@ -66,7 +66,7 @@ export type StartOptions = {
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
-  const metrics = new Metrics(config.metrics)
+  const metrics = await createMetrics(config.metrics)
   const db = await openDb(config.db, { onWalFsync: () => metrics.walFsyncs.inc() })
   const firehose = new Firehose(db, logger, {
     pollMs: 25,

@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { Kysely, PostgresAdapter, PostgresDialect, type Transaction } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
-import pg from 'pg'
+import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
 import type { Schema } from './schema.js'
@@ -37,8 +37,15 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '006-migration': m006,
 }
 
-// PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.
-pg.types.setTypeParser(20, (v) => Number(v))
+// The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.
+type PgDriver = typeof pg
+let driver: Promise<PgDriver> | undefined
+const loadPg = () =>
+  (driver ??= import('pg').then(({ default: pg }) => {
+    // PostgreSQL returns BIGINT (int8) as strings; our sequence numbers fit in a double.
+    pg.types.setTypeParser(20, (v) => Number(v))
+    return pg
+  }))
 
 /** `onWalFsync`: SQLite only, called after each completed fsync of the write-ahead log */
 export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void } = {}): Promise<Db> {
@@ -52,7 +59,8 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
     durable = sqlite.durable
     db = new Kysely<Schema>({ dialect: sqlite.dialect })
   } else {
-    await ensureSchema(cfg.url, cfg.schema)
+    const pg = await loadPg()
+    await ensureSchema(pg, cfg.url, cfg.schema)
     const pool = new pg.Pool({
       connectionString: cfg.url,
       max: 10,
@@ -118,7 +126,7 @@ function retryLostTransactions(db: Kysely<Schema>): Kysely<Schema> {
   return db
 }
 
-async function ensureSchema(url: string, schema: string) {
+async function ensureSchema(pg: PgDriver, url: string, schema: string) {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {

@@ -1,7 +1,7 @@
 // Resolves the DID documents of other services (proxy targets): did:web over HTTPS (plain HTTP
 // for loopback hosts, which is how tests stand services up), did:plc from PDS_DID_PLC_URL or,
 // without one, the local operation log. Documents are cached for an hour.
-import { request } from 'undici'
+import { request } from '../outbound.js'
 import type { Db } from '../db/index.js'
 import { latestOp, renderDidDoc } from './plc.js'
 

@@ -2,7 +2,7 @@
 // console: a structured log line with the body between two divider lines (DECISIONS.md 21: tokens
 // included, for development). http-json: a POST of the message as JSON with a bearer token, aborted
 // after the configured timeout; a 4xx/5xx or network error is logged (never the body) and fails.
-import { request } from 'undici'
+import { request } from '../outbound.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
 import { xrpcError } from '../errors.js'

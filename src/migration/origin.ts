@@ -1,7 +1,7 @@
 // Origin side of account migration (part 2 §4.8): resolving the destination, the migrating-out
 // state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
-import { request } from 'undici'
+import { request } from '../outbound.js'
 import type { Services } from '../context.js'
 import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'

@@ -5,7 +5,8 @@
 // loopback.
 import { lookup } from 'node:dns'
 import { isIP } from 'node:net'
-import { Agent, request } from 'undici'
+import type { Agent } from 'undici'
+import { request, undici } from '../outbound.js'
 
 export type ClientMetadata = {
   client_id: string
@@ -27,14 +28,20 @@ const CACHE_TTL_MS = 10 * 60 * 1000
 
 export class ClientResolver {
   private cache = new Map<string, { metadata: ClientMetadata; expires: number }>()
-  private agent: Agent
+  private agent: Promise<Agent> | undefined
 
-  constructor(private opts: { allowLoopbackHttp: boolean }) {
-    this.agent = new Agent({
-      connect: { lookup: guardedLookup(opts.allowLoopbackHttp), timeout: FETCH_TIMEOUT_MS },
-      headersTimeout: FETCH_TIMEOUT_MS,
-      bodyTimeout: FETCH_TIMEOUT_MS,
-    })
+  constructor(private opts: { allowLoopbackHttp: boolean }) {}
+
+  // made on the first metadata fetch: most servers only ever see loopback or cached clients
+  private dispatcher(): Promise<Agent> {
+    return (this.agent ??= undici().then(
+      ({ Agent }) =>
+        new Agent({
+          connect: { lookup: guardedLookup(this.opts.allowLoopbackHttp), timeout: FETCH_TIMEOUT_MS },
+          headersTimeout: FETCH_TIMEOUT_MS,
+          bodyTimeout: FETCH_TIMEOUT_MS,
+        }),
+    ))
   }
 
   async resolve(clientId: string): Promise<ClientMetadata> {
@@ -68,7 +75,7 @@ export class ClientResolver {
     try {
       const res = await request(url, {
         method: 'GET',
-        dispatcher: this.agent,
+        dispatcher: await this.dispatcher(),
         headers: { accept: 'application/json' },
         maxRedirections: 0,
         signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
@@ -96,7 +103,7 @@ export class ClientResolver {
   }
 
   async close() {
-    await this.agent.close()
+    await (await this.agent)?.close()
   }
 }
 

@@ -7,7 +7,7 @@ import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { NextFunction, Request, Response } from 'express'
 import { ensureValidNsid } from '@atproto/syntax'
-import { errors as undiciErrors, request } from 'undici'
+import { isUndiciTimeout, request } from '../outbound.js'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
 import { mintServiceAuth } from '../auth/service-auth.js'
@@ -163,7 +163,7 @@ function byteLimit(max: number, error: () => Error): Transform {
 }
 
 function upstreamError(err: unknown, { logger }: ProxyDeps) {
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+  if (isUndiciTimeout(err)) {
     return xrpcError('UpstreamTimeout', 'Upstream service timed out')
   }
   if ((err as { error?: string })?.error === 'PayloadTooLarge') return err

@@ -2,7 +2,7 @@
 // and again on the first write after a quiet period (PDS_CRAWL_INTERVAL_MINUTES), so a relay
 // that dropped the server picks it up again. Each request is retried a bounded number of times
 // with exponential backoff; every outcome is logged.
-import { request } from 'undici'
+import { request } from '../outbound.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import type { Firehose } from './firehose.js'

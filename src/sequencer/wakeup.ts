@@ -4,7 +4,7 @@
 // the channel and wakes its poller on a notification for its own schema. The notification carries
 // no data: the `event` table stays the source of truth, so a lost or coalesced notification costs
 // latency (the fallback poll picks the rows up), never an event.
-import pg from 'pg'
+import type pg from 'pg'
 import type { Logger } from '../logger.js'
 
 export const EVENT_CHANNEL = 'pds_event'
@@ -48,7 +48,10 @@ export class PgEventWakeup {
 
   private async connect() {
     if (this.stopped) return
-    const client = new pg.Client({ connectionString: this.opts.url })
+    // only PostgreSQL servers come here: the driver is loaded on first use (db/index.ts)
+    const { default: driver } = await import('pg')
+    if (this.stopped) return
+    const client = new driver.Client({ connectionString: this.opts.url })
     let lost = false
     const onLost = (err?: Error) => {
       if (lost) return

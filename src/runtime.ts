@@ -1,0 +1,91 @@
+// Process-level memory tuning for the server command (bin.ts; servers embedded in tests never get
+// it). V8 heap sizes and glibc's malloc read their settings only when a process starts, so the
+// server re-executes itself once, in place: process.execve keeps the pid, stdio and signal
+// targets, so systemd, Docker and shells see one process throughout.
+import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
+
+/**
+ * - a young generation of at most 2 x 4 MiB semi-spaces: by default V8 lets it grow past 100 MiB
+ *   under load, and keeps it;
+ * - `gc` for reclaimWhenIdle below.
+ */
+export const V8_FLAGS = ['--max-semi-space-size=4', '--expose-gc']
+
+/**
+ * At most two malloc arenas: glibc's default, eight per core, gives each threadpool thread its
+ * own (scrypt's 16 MiB and SQLite's pages included), and each keeps what it freed.
+ */
+export const MALLOC_ARENA_MAX = '2'
+
+/**
+ * Re-executes this process with the tuning unless it already has it, the operator turned it off
+ * (PDS_RUNTIME_TUNING=false) or the platform cannot (no execve). Returns only when it did not
+ * re-execute. Flags the operator already gives (command line or NODE_OPTIONS) are left to them.
+ */
+export function tuneRuntime(rt: RuntimeEnv): void {
+  if (rt.tuned || !rt.enabled || typeof process.execve !== 'function') return
+  const given = [...process.execArgv, ...rt.nodeOptions.split(/\s+/)].map(flagName)
+  const flags = V8_FLAGS.filter((f) => !given.includes(flagName(f)))
+  const env = { ...rt.env, MALLOC_ARENA_MAX: rt.env.MALLOC_ARENA_MAX || MALLOC_ARENA_MAX, [RUNTIME_TUNED_VAR]: '1' }
+  try {
+    process.execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], env)
+  } catch (err) {
+    // e.g. the node binary was replaced on disk since start: serve untuned rather than not at all
+    process.stderr.write(`runtime tuning not applied: ${(err as Error).message}\n`)
+  }
+}
+
+// --max_semi_space_size and --max-semi-space-size are one flag to V8
+const flagName = (arg: string) => arg.split('=')[0]!.replace(/_/g, '-')
+
+export type ReclaimOptions = {
+  /** how often CPU use is sampled */
+  checkMs: number
+  /** samples in a row with less than `quietCpu` of one core before the process counts as idle */
+  quietChecks: number
+  quietCpu: number
+  /** resident memory must have grown this much since the last reclaim for another to be worth it */
+  minGrowthBytes: number
+}
+
+const RECLAIM: ReclaimOptions = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20 }
+
+/**
+ * Gives memory back to the system once the process goes quiet after work (start-up included).
+ * V8 keeps the heap it grew under load, and pools freed pages, until a collection made to reduce
+ * memory; nothing in an idle server triggers one. This runs that collection (a synchronous pause,
+ * typically 50-300 ms), at most once per quiet spell and only after resident memory grew, so a
+ * steady trickle of requests does not pay it again and again. Needs `gc` (V8_FLAGS); without it
+ * this does nothing.
+ */
+export function reclaimWhenIdle(
+  onReclaim: (r: { rssBefore: number; rssAfter: number; ms: number }) => void = () => {},
+  opts: Partial<ReclaimOptions> = {},
+): () => void {
+  const collect = globalThis.gc
+  if (!collect) return () => {}
+  const o = { ...RECLAIM, ...opts }
+  let cpu = process.cpuUsage()
+  let quiet = 0
+  // nothing reclaimed yet: the first quiet spell after start-up always collects
+  let floor = 0
+  const timer = setInterval(() => {
+    const used = process.cpuUsage(cpu)
+    cpu = process.cpuUsage()
+    const rss = process.memoryUsage.rss()
+    floor = Math.min(floor, rss)
+    if ((used.user + used.system) / 1000 > o.checkMs * o.quietCpu) {
+      quiet = 0
+      return
+    }
+    if (++quiet < o.quietChecks || rss < floor + o.minGrowthBytes) return
+    const t0 = performance.now()
+    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+    const rssAfter = process.memoryUsage.rss()
+    floor = rssAfter
+    cpu = process.cpuUsage()
+    onReclaim({ rssBefore: rss, rssAfter, ms: performance.now() - t0 })
+  }, o.checkMs)
+  timer.unref()
+  return () => clearInterval(timer)
+}
