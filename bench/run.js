@@ -92,9 +92,14 @@ async function start(kind, label) {
   return { server, target: new Target(server), idle }
 }
 
+// "after" is read once the client has gone and the server has been quiet this long: what it holds
+// at rest after the load, as a server may give memory back when it goes quiet (ours does, after 1 s)
+const AFTER_QUIET_MS = 5000
+
 async function finish({ server, target, idle }) {
-  const after = memory(server.pid)
   await target.close()
+  await sleep(AFTER_QUIET_MS)
+  const after = memory(server.pid)
   await server.stop()
   return { idleMiB: idle.rssMiB, afterMiB: after.rssMiB, peakMiB: after.peakMiB }
 }

@@ -67,8 +67,8 @@ export function reclaimWhenIdle(
   const o = { ...RECLAIM, ...opts }
   let cpu = process.cpuUsage()
   let quiet = 0
-  // nothing reclaimed yet: the first quiet spell after start-up always collects
-  let floor = 0
+  // the lowest resident size since the last collection; none yet: the first quiet spell collects
+  let floor = -Infinity
   const timer = setInterval(() => {
     const used = process.cpuUsage(cpu)
     cpu = process.cpuUsage()
