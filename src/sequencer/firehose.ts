@@ -5,6 +5,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { sql } from 'kysely'
 import type { Db } from '../db/index.js'
 import type { Logger } from '../logger.js'
+import { withSeqAndTime } from './splice.js'
 
 export type EncodedEvent = { seq: number; bytes: Uint8Array }
 
@@ -14,9 +15,8 @@ const PAGE = 500
 
 /** frame bytes of one event: the DAG-CBOR header `{op: 1, t: '#<type>'}` then the body */
 export function encodeEvent(row: Row): EncodedEvent {
-  const body = { ...(dagCbor.decode(row.payload) as Record<string, unknown>), seq: row.seq, time: row.sequenced_at }
   const header = dagCbor.encode({ op: 1, t: `#${row.type}` })
-  const payload = dagCbor.encode(body)
+  const payload = withSeqAndTime(row.payload, row.seq, row.sequenced_at)
   const bytes = new Uint8Array(header.length + payload.length)
   bytes.set(header, 0)
   bytes.set(payload, header.length)
