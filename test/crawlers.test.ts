@@ -69,12 +69,16 @@ describe('crawl requests (PDS_CRAWLERS)', () => {
   it('retries a failing relay with growing backoff, a bounded number of times', async () => {
     const r = await relay()
     r.script = [503, 503, 503, 503, 503]
-    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: { ...FAST, intervalMs: 60_000 } })
+    // timers never fire early, so lower bounds hold however loaded the machine is: the second wait
+    // is at least twice the first backoff (it would be about one backoff without the doubling)
+    const backoffMs = 100
+    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: { ...FAST, backoffMs, intervalMs: 60_000 } })
     expect(await until(() => r.calls.length >= 3)).toBe(true)
-    await new Promise((res) => setTimeout(res, 300))
+    await new Promise((res) => setTimeout(res, 8 * backoffMs))
     expect(r.calls.length).toBe(3)
     const gaps = [r.calls[1].at - r.calls[0].at, r.calls[2].at - r.calls[1].at]
-    expect(gaps[1]).toBeGreaterThanOrEqual(gaps[0])
+    expect(gaps[0]).toBeGreaterThanOrEqual(backoffMs - 2)
+    expect(gaps[1]).toBeGreaterThanOrEqual(2 * backoffMs - 2)
   })
 
   it('succeeds on a retry after a transient failure', async () => {
@@ -88,10 +92,12 @@ describe('crawl requests (PDS_CRAWLERS)', () => {
 
   it('asks again on the first write after a quiet period, and not without one', async () => {
     const r = await relay()
-    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: FAST })
+    // the quiet period outlasts two account creations (each a password hash) on a loaded machine
+    const quiet = { ...FAST, intervalMs: 1500 }
+    pds = await startTestPds({ PDS_CRAWLERS: r.url }, { crawlers: quiet })
     expect(await until(() => r.calls.length === 1)).toBe(true)
     // quiet, and no writes: nothing more
-    await new Promise((res) => setTimeout(res, FAST.intervalMs * 2))
+    await new Promise((res) => setTimeout(res, quiet.intervalMs * 1.5))
     expect(r.calls.length).toBe(1)
     const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
       body: { handle: 'crawled.test', email: 'crawled@example.com', password: 'hunter2hunter2' },
