@@ -1,5 +1,5 @@
 // Process-level memory tuning for the server command (bin.ts; servers embedded in tests never get
-// it). V8 heap sizes and glibc's malloc read their settings only when a process starts, so the
+// it). V8 reads its heap settings only when a process starts, so the
 // server re-executes itself once, in place: process.execve keeps the pid, stdio and signal
 // targets, so systemd, Docker and shells see one process throughout.
 import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
@@ -12,20 +12,6 @@ import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
 export const V8_FLAGS = ['--max-semi-space-size=4', '--expose-gc']
 
 /**
- * At most two malloc arenas: glibc's default, eight per core, gives each threadpool thread its
- * own (scrypt's 16 MiB and SQLite's pages included), and each keeps what it freed.
- */
-export const MALLOC_ARENA_MAX = '2'
-
-/**
- * Blocks of 4 MiB and more (scrypt's 16 MiB) get their own mapping, returned on free: glibc
- * otherwise raises this threshold to the largest block freed so far, and keeps such blocks in
- * the arenas for good. Transparent huge pages for them keep scrypt's random walk over its block
- * as fast as in reused arena memory.
- */
-export const GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=4194304:glibc.malloc.hugetlb=1'
-
-/**
  * Re-executes this process with the tuning unless it already has it, the operator turned it off
  * (PDS_RUNTIME_TUNING=false) or the platform cannot (no execve). Returns only when it did not
  * re-execute. Flags the operator already gives (command line or NODE_OPTIONS) are left to them.
@@ -34,12 +20,9 @@ export function tuneRuntime(rt: RuntimeEnv): void {
   if (rt.tuned || !rt.enabled || typeof process.execve !== 'function') return
   const given = [...process.execArgv, ...rt.nodeOptions.split(/\s+/)].map(flagName)
   const flags = V8_FLAGS.filter((f) => !given.includes(flagName(f)))
-  const env = {
-    ...rt.env,
-    MALLOC_ARENA_MAX: rt.env.MALLOC_ARENA_MAX || MALLOC_ARENA_MAX,
-    GLIBC_TUNABLES: rt.env.GLIBC_TUNABLES || GLIBC_TUNABLES,
-    [RUNTIME_TUNED_VAR]: '1',
-  }
+  // glibc malloc settings (MALLOC_ARENA_MAX, GLIBC_TUNABLES) are left to the operator: fewer
+  // arenas or per-hash mappings of scrypt's 16 MiB made each login cost 25-50% more CPU
+  const env = { ...rt.env, [RUNTIME_TUNED_VAR]: '1' }
   try {
     process.execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], env)
   } catch (err) {
