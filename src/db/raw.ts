@@ -44,3 +44,6 @@ export const inList = (n: number) => cached(`in:${n}`, () => `(${Array(n).fill('
 
 /** rows changed by an INSERT, UPDATE or DELETE */
 export const changed = (res: QueryResult<unknown>) => Number(res.numAffectedRows ?? 0)
+
+/** a bytes column as hex text: many small blobs read as strings cost less than a Buffer each */
+export const hexOf = (dialect: Dialect, column: string) => (dialect === 'sqlite' ? `hex(${column})` : `encode(${column}, 'hex')`)

@@ -12,21 +12,7 @@ for (let i = 0; i < B32.length; i++) B32_INDEX[B32.charCodeAt(i)] = i
 export function cidBytes(cid: string): Uint8Array {
   if (cid.charCodeAt(0) === 0x62 /* b */) {
     const out = new Uint8Array(Math.floor(((cid.length - 1) * 5) / 8))
-    let bits = 0
-    let value = 0
-    let o = 0
-    for (let i = 1; i < cid.length; i++) {
-      const c = cid.charCodeAt(i)
-      const v = c < 128 ? B32_INDEX[c] : -1
-      if (v < 0) return parseCid(cid).bytes
-      value = (value << 5) | v
-      bits += 5
-      if (bits >= 8) {
-        bits -= 8
-        out[o++] = (value >>> bits) & 0xff
-      }
-    }
-    return out
+    if (base32Into(cid, out, 0) >= 0) return out
   }
   return parseCid(cid).bytes
 }
@@ -62,23 +48,78 @@ const CHUNK = 64 * 1024
 
 /** the CAR of `rows` rooted at `root`, in chunks */
 export function* carChunks(root: string, rows: Iterable<{ cid: string; content: Uint8Array }>): Generator<Buffer> {
-  yield header(cidBytes(root))
-  let buf = Buffer.allocUnsafe(CHUNK)
-  let at = 0
-  for (const row of rows) {
-    const cid = cidBytes(row.cid)
-    const size = cid.length + row.content.length
-    const need = size + 10
-    if (at + need > buf.length) {
-      if (at > 0) yield buf.subarray(0, at)
-      buf = Buffer.allocUnsafe(Math.max(CHUNK, need))
-      at = 0
-    }
-    at = varint(size, buf, at)
-    buf.set(cid, at)
-    at += cid.length
-    buf.set(row.content, at)
-    at += row.content.length
+  const car = new CarWriter(root)
+  for (const row of rows) car.add(row.cid, row.content)
+  yield* car.end()
+}
+
+/**
+ * A CAR built block by block as rows are read, so the rows need not be held: CIDs in base32 are
+ * decoded straight into the output, the rest through cidBytes.
+ */
+export class CarWriter {
+  private chunks: Buffer[] = []
+  private buf = Buffer.allocUnsafe(CHUNK)
+  private at = 0
+
+  constructor(root: string) {
+    this.chunks.push(header(cidBytes(root)))
   }
-  if (at > 0) yield buf.subarray(0, at)
+
+  /** `content`: the block's bytes, or their hex (what a database hands over without a Buffer per row) */
+  add(cid: string, content: Uint8Array | string) {
+    const contentLen = typeof content === 'string' ? content.length >>> 1 : content.length
+    let bin = cid.charCodeAt(0) === 0x62 /* b */ ? undefined : cidBytes(cid)
+    const cidLen = bin ? bin.length : Math.floor(((cid.length - 1) * 5) / 8)
+    this.reserve(cidLen + contentLen + 10)
+    const start = this.at
+    let at = varint(cidLen + contentLen, this.buf, start)
+    at = bin ? this.put(bin, at) : base32Into(cid, this.buf, at)
+    if (at < 0) {
+      // not plain base32 after all: the slow way
+      bin = cidBytes(cid)
+      this.at = start
+      this.reserve(bin.length + contentLen + 10)
+      at = this.put(bin, varint(bin.length + contentLen, this.buf, this.at))
+    }
+    this.at = typeof content === 'string' ? at + this.buf.write(content, at, 'hex') : this.put(content, at)
+  }
+
+  private put(bytes: Uint8Array, at: number) {
+    this.buf.set(bytes, at)
+    return at + bytes.length
+  }
+
+  private reserve(need: number) {
+    if (this.at + need <= this.buf.length) return
+    if (this.at > 0) this.chunks.push(this.buf.subarray(0, this.at))
+    this.buf = Buffer.allocUnsafe(Math.max(CHUNK, need))
+    this.at = 0
+  }
+
+  /** the chunks of the whole CAR; the writer is done */
+  end(): Buffer[] {
+    if (this.at > 0) this.chunks.push(this.buf.subarray(0, this.at))
+    this.at = 0
+    this.buf = Buffer.alloc(0)
+    return this.chunks
+  }
+}
+
+/** decodes multibase base32 `cid` (after its `b`) into `out` at `at`; the end offset, or -1 */
+function base32Into(cid: string, out: Uint8Array, at: number): number {
+  let bits = 0
+  let value = 0
+  for (let i = 1; i < cid.length; i++) {
+    const c = cid.charCodeAt(i)
+    const v = c < 128 ? B32_INDEX[c] : -1
+    if (v < 0) return -1
+    value = ((value << 5) | v) & 0xffff
+    bits += 5
+    if (bits >= 8) {
+      bits -= 8
+      out[at++] = (value >>> bits) & 0xff
+    }
+  }
+  return at
 }
