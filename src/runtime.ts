@@ -42,15 +42,17 @@ export type ReclaimOptions = {
   quietCpu: number
   /** resident memory must have grown this much since the last reclaim for another to be worth it */
   minGrowthBytes: number
+  /** collect once right away: the caller has just started up */
+  atStart: boolean
 }
 
-const RECLAIM: ReclaimOptions = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20 }
+const RECLAIM: ReclaimOptions = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20, atStart: true }
 
 /**
  * Gives memory back to the system once the process goes quiet after work (start-up included).
  * V8 keeps the heap it grew under load, and pools freed pages, until a collection made to reduce
  * memory; nothing in an idle server triggers one. This runs that collection (a synchronous pause,
- * typically 50-300 ms), at most once per quiet spell and only after resident memory grew, so a
+ * typically 50-300 ms) when called (`atStart`), then at most once per quiet spell and only after resident memory grew, so a
  * steady trickle of requests does not pay it again and again. Needs `gc` (V8_FLAGS); without it
  * this does nothing.
  */
@@ -65,6 +67,17 @@ export function reclaimWhenIdle(
   let quiet = 0
   // the lowest resident size since the last collection; none yet: the first quiet spell collects
   let floor = -Infinity
+  const reclaim = (rss: number) => {
+    const t0 = performance.now()
+    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+    const rssAfter = process.memoryUsage.rss()
+    floor = rssAfter
+    cpu = process.cpuUsage()
+    onReclaim({ rssBefore: rss, rssAfter, ms: performance.now() - t0 })
+  }
+  // start-up's garbage (module loading, migrations) at once: on a busy machine the first quiet
+  // spell came seconds later, and until then the server held it
+  if (o.atStart) reclaim(process.memoryUsage.rss())
   const timer = setInterval(() => {
     const used = process.cpuUsage(cpu)
     cpu = process.cpuUsage()
@@ -75,12 +88,7 @@ export function reclaimWhenIdle(
       return
     }
     if (++quiet < o.quietChecks || rss < floor + o.minGrowthBytes) return
-    const t0 = performance.now()
-    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' })
-    const rssAfter = process.memoryUsage.rss()
-    floor = rssAfter
-    cpu = process.cpuUsage()
-    onReclaim({ rssBefore: rss, rssAfter, ms: performance.now() - t0 })
+    reclaim(rss)
   }, o.checkMs)
   timer.unref()
   return () => clearInterval(timer)

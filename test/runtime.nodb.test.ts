@@ -72,10 +72,20 @@ describe('reclaimWhenIdle', () => {
     const calls: unknown[] = []
     globalThis.gc = ((opts: unknown) => void calls.push(opts)) as typeof gc
     // every sample counts as quiet here; the growth needed is more than this test allocates
-    const stop = reclaimWhenIdle(undefined, { checkMs: 10, quietChecks: 2, quietCpu: Infinity, minGrowthBytes: 2 ** 40 })
+    const stop = reclaimWhenIdle(undefined, { checkMs: 10, quietChecks: 2, quietCpu: Infinity, minGrowthBytes: 2 ** 40, atStart: false })
     await new Promise((r) => setTimeout(r, 200))
     stop()
     expect(calls).toEqual([{ type: 'major', execution: 'sync', flavor: 'last-resort' }])
+  })
+
+  it('collects at once when started, then only after resident memory grew', async () => {
+    const calls: unknown[] = []
+    globalThis.gc = ((opts: unknown) => void calls.push(opts)) as typeof gc
+    const stop = reclaimWhenIdle(undefined, { checkMs: 10, quietChecks: 2, quietCpu: Infinity, minGrowthBytes: 2 ** 40 })
+    expect(calls).toHaveLength(1)
+    await new Promise((r) => setTimeout(r, 100))
+    stop()
+    expect(calls).toHaveLength(1)
   })
 
   it('does nothing without an exposed gc', async () => {

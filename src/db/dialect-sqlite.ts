@@ -30,6 +30,9 @@ export function openSqlite(file: string, onWalFsync?: () => void): SqliteStore {
   // checkpoint every ~16 MiB of WAL rather than 4 MiB: pages rewritten by consecutive commits
   // (index roots, the repo_root row) are copied to the database once instead of four times
   db.pragma('wal_autocheckpoint = 4000')
+  // a 4 MiB page cache, not better-sqlite3's 16 MiB: once filled it is never given back, and a
+  // page beyond it costs a read from the kernel's file cache, not the disk
+  db.pragma('cache_size = -4096')
   const state = new State(db, new WalSync(`${file}-wal`, onWalFsync))
   return {
     dialect: {
