@@ -54,6 +54,17 @@ const types = (frames: Frame[], did: string) =>
 const fakeDid = () => 'did:plc:' + Array.from(randomBytes(24), (b) => 'abcdefghijklmnopqrstuvwxyz234567'[b % 32]).join('')
 
 /** an operation that passes the structural checks of §4.9 for `dest` (its signature is never checked) */
+// a fresh DID joining dest with a reserved key (deactivated, migrating in)
+async function joinMigrating(name: string) {
+  const did = fakeDid()
+  const key = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
+  const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
+    body: { handle: `${name}.test`, email: `${name}@example.com`, password: PASSWORD, did, plcOp: opFor(key, `${name}.test`) },
+  })
+  expect(joined.status).toBe(200)
+  return { did, jwt: joined.body.accessJwt as string, signingKey: key as string }
+}
+
 const opFor = (signingKey: string, handle: string, over: Record<string, unknown> = {}) => ({
   type: 'plc_operation',
   rotationKeys: ['did:key:zQ3shP8A6bb1JZ4CTjQEWdK6MapQ5Z9FsW4mTpx2ehz9fJPEW'],
@@ -355,13 +366,7 @@ describe('account migration', () => {
   })
 
   it('refuses bad CARs with InvalidCar and bad commits with InvalidRequest, leaving nothing', async () => {
-    const did = fakeDid()
-    const key = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
-    const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
-      body: { handle: 'badcar.test', email: 'badcar@example.com', password: PASSWORD, did, plcOp: opFor(key, 'badcar.test') },
-    })
-    expect(joined.status).toBe(200)
-    const jwt = joined.body.accessJwt
+    const { did, jwt } = await joinMigrating('badcar')
 
     // a repository signed by a key the DID never named
     const stranger = await Secp256k1Keypair.create()
@@ -410,12 +415,7 @@ describe('account migration', () => {
   })
 
   it('refuses a bad prev and a broken tree, and indexes the blob references of every record form', async () => {
-    const did = fakeDid()
-    const reserved = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
-    const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
-      body: { handle: 'tree.test', email: 'tree@example.com', password: PASSWORD, did, plcOp: opFor(reserved, 'tree.test') },
-    })
-    expect(joined.status).toBe(200)
+    const { did, jwt, signingKey: reserved } = await joinMigrating('tree')
     const db = dest.services.db
     const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()).private_key_hex
     const key = await Secp256k1Keypair.import(hex)
@@ -449,7 +449,7 @@ describe('account migration', () => {
       return blocksToCarFile(commit.cid as never, blocks)
     }
     const expectErr = async (car: Uint8Array, error: string, message: RegExp) => {
-      const res = await importCar(joined.body.accessJwt, car)
+      const res = await importCar(jwt, car)
       expect([res.status, res.body?.error]).toEqual([400, error])
       expect(res.body.message).toMatch(message)
     }
@@ -484,7 +484,7 @@ describe('account migration', () => {
     // the good one, with an unreachable extra block that is not kept
     const extra = dagCbor.encode({ unreachable: true })
     const extraCid = await cidOf(extra)
-    const res = await importCar(joined.body.accessJwt, await carWith(await commitOver(data), (m) => m.set(extraCid as never, extra)))
+    const res = await importCar(jwt, await carWith(await commitOver(data), (m) => m.set(extraCid as never, extra)))
     expect(res.status).toBe(200)
     const refs = await db.selectFrom('record_blob').select(['blob_cid', 'record_uri']).where('did', '=', did).orderBy('record_uri').execute()
     expect(refs).toEqual([
@@ -498,7 +498,7 @@ describe('account migration', () => {
     const stored = await db.selectFrom('repo_block').select('cid').where('did', '=', did).execute()
     expect(stored.map((b) => b.cid)).not.toContain(extraCid.toString())
     expect([root.record_count, root.block_count]).toEqual([4, stored.length])
-    expect((await call(dest, 'com.atproto.server.activateAccount', joined.body.accessJwt, { method: 'POST' })).status).toBe(200)
+    expect((await call(dest, 'com.atproto.server.activateAccount', jwt, { method: 'POST' })).status).toBe(200)
     const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
     expect((await verifyRepoCar(car.bytes, did, `did:key:${reserved}`)).creates).toHaveLength(4)
   })

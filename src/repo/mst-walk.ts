@@ -137,26 +137,24 @@ function canonicalNode(b: Buffer): Node | undefined {
     } else if (!(prefix < 24)) return undefined
     // "t": null or link
     if (b[p++] !== 0x61 || b[p++] !== 0x74) return undefined
-    let t: string | null = null
-    if (b[p] === 0xf6) p++
-    else if (isLink(b, p)) {
-      t = b.toString('latin1', p + 5, p + 41)
-      p += 41
-    } else return undefined
+    const t = nullOrLink(b, p)
+    if (!t) return undefined
+    p = t[1]
     // "v": link}
     if (b[p++] !== 0x61 || b[p++] !== 0x76 || !isLink(b, p)) return undefined
-    e[i] = { p: prefix, k, v: b.toString('latin1', p + 5, p + 41), t }
+    e[i] = { p: prefix, k, v: b.toString('latin1', p + 5, p + 41), t: t[0] }
     p += 41
   }
   // "l": null or link}
   if (b[p++] !== 0x61 || b[p++] !== 0x6c) return undefined
-  let l: string | null = null
-  if (b[p] === 0xf6) p++
-  else if (isLink(b, p)) {
-    l = b.toString('latin1', p + 5, p + 41)
-    p += 41
-  } else return undefined
-  return p === b.length ? { l, e } : undefined
+  const l = nullOrLink(b, p)
+  return l && l[1] === b.length ? { l: l[0], e } : undefined
+}
+
+/** at p: null, or a link (as its binary CID in latin1 text); with the position after it */
+function nullOrLink(b: Buffer, p: number): [string | null, number] | undefined {
+  if (b[p] === 0xf6) return [null, p + 1]
+  return isLink(b, p) ? [b.toString('latin1', p + 5, p + 41), p + 41] : undefined
 }
 
 /** tag 42 over bytes(37) = 0x00 || CIDv1 (dag-cbor or raw) sha-256 */
