@@ -4,6 +4,15 @@
 import type { Readable } from 'node:stream'
 import type { Db } from '../db/index.js'
 import type { BlobStore } from './blobstore.js'
+import { exec } from '../db/raw.js'
+
+// as SQL text: Kysely compiling these two on every upload cost more than running them
+const REFERENCED = 'select 1 as one from record_blob where did = ? and blob_cid = ? limit 1'
+// a repeated upload restarts the grace period of an unreferenced blob; a referenced one stays so
+const INSERT_BLOB =
+  'insert into blob (did, cid, mime_type, size, referenced, created_at) values (?, ?, ?, ?, ?, ?) ' +
+  'on conflict (did, cid) do update set created_at = excluded.created_at, ' +
+  'referenced = case when excluded.referenced = 1 then 1 else blob.referenced end'
 
 /** how long an upload may wait for a record to reference it */
 export const BLOB_GRACE_MS = 60 * 60 * 1000
@@ -23,20 +32,10 @@ export async function storeUpload(
     throw err
   }
   const now = new Date().toISOString()
-  await deps.db.transaction().execute(async (trx) => {
-    const ref = await trx
-      .selectFrom('record_blob')
-      .select('record_uri')
-      .where('did', '=', did)
-      .where('blob_cid', '=', staged.cid)
-      .limit(1)
-      .executeTakeFirst()
-    await trx
-      .insertInto('blob')
-      .values({ did, cid: staged.cid, mime_type: mimeType, size: staged.size, referenced: ref ? 1 : 0, created_at: now })
-      // a repeated upload restarts the grace period of an unreferenced blob
-      .onConflict((oc) => oc.columns(['did', 'cid']).doUpdateSet({ created_at: now, ...(ref ? { referenced: 1 } : {}) }))
-      .execute()
+  const { db } = deps
+  await db.transaction().execute(async (trx) => {
+    const { rows } = await exec(trx, db.dialect, REFERENCED, [did, staged.cid])
+    await exec(trx, db.dialect, INSERT_BLOB, [did, staged.cid, mimeType, staged.size, rows.length > 0 ? 1 : 0, now])
   })
   return { cid: staged.cid, size: staged.size, mimeType }
 }
