@@ -1,46 +1,35 @@
 // Group commit for SQLite in WAL mode with synchronous=NORMAL: COMMIT writes the WAL frames but
 // does not fsync them, so a write is acknowledged only once an fsync of the WAL file that started
-// after its COMMIT has completed. The fsync runs on libuv's threadpool, off the event loop, and
-// every commit that lands while one is in flight shares the next one.
+// after its COMMIT has completed (group-sync.ts). The fsync runs on libuv's threadpool, off the
+// event loop.
 import { close, fstat, fsync, open, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { promisify } from 'node:util'
+import { GroupSync } from './group-sync.js'
 
 const openP = promisify(open)
 const closeP = promisify(close)
 const fstatP = promisify(fstat)
 const fsyncP = promisify(fsync)
 
-type Waiter = { resolve: () => void; reject: (err: unknown) => void }
-
-export class WalSync {
-  /** commits counted so far; a commit's ticket is the count including it */
-  private committed = 0
-  /** every commit with a ticket up to this one is on disk */
-  private synced = 0
-  /** commits that landed since the fsync in flight started: they wait for the next one */
-  private waiters: Waiter[] = []
-  /** waiting for the fsync in flight, which covers every ticket up to `batchThrough` */
-  private batch: Waiter[] | undefined
-  private batchThrough = 0
-  private running: Promise<void> | undefined
+export class WalSync extends GroupSync {
   private fd: number | undefined
   private ino: number | undefined
   private failed: unknown
 
   constructor(
     private walFile: string,
-    private onSync: () => void = () => {},
-  ) {}
-
-  /** a transaction just committed: resolves once it is on disk */
-  commit(): Promise<void> {
-    return this.through(++this.committed)
+    onSync: () => void = () => {},
+  ) {
+    super(onSync)
   }
 
-  /** resolves once every transaction committed so far is on disk (for readers that pass data on) */
-  durable(): Promise<void> {
-    return this.through(this.committed)
+  override commit(): Promise<void> {
+    return this.failed ? Promise.reject(this.failed) : super.commit()
+  }
+
+  override durable(): Promise<void> {
+    return this.failed ? Promise.reject(this.failed) : super.durable()
   }
 
   /** waits for the fsync in flight and any owed, then closes the file */
@@ -50,40 +39,7 @@ export class WalSync {
     this.fd = undefined
   }
 
-  private through(ticket: number): Promise<void> {
-    if (this.failed) return Promise.reject(this.failed)
-    if (ticket <= this.synced) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      // a reader's ticket may be covered by the fsync in flight; a fresh commit's never is
-      if (this.batch && ticket <= this.batchThrough) this.batch.push({ resolve, reject })
-      else this.waiters.push({ resolve, reject })
-      this.running ??= this.drain()
-    })
-  }
-
-  private async drain() {
-    try {
-      while (this.waiters.length) {
-        // everyone waiting now committed before this fsync starts; later arrivals wait for the next
-        const batch = (this.batch = this.waiters.splice(0))
-        const through = (this.batchThrough = this.committed)
-        try {
-          await this.sync()
-          this.synced = through
-          this.onSync()
-          for (const w of batch) w.resolve()
-        } catch (err) {
-          for (const w of batch) w.reject(err)
-        }
-        this.batch = undefined
-      }
-    } finally {
-      // cleared in the same step that saw no waiters: a commit arriving next starts a new drain
-      this.running = undefined
-    }
-  }
-
-  private async sync() {
+  protected async sync() {
     if (this.failed) throw this.failed
     // a lookup of a cached inode: cheaper inline than a round trip through the threadpool
     const { ino } = statSync(this.walFile)

@@ -9,6 +9,7 @@ import type { Readable } from 'node:stream'
 import { CID } from 'multiformats/cid'
 import * as Digest from 'multiformats/hashes/digest'
 import { xrpcError } from '../errors.js'
+import { GroupSync } from '../db/group-sync.js'
 
 const RAW = 0x55
 const SHA256 = 0x12
@@ -28,11 +29,30 @@ export interface BlobStore {
   delete(cid: string): Promise<void>
 }
 
+// a rename survives a crash only once its directory is synced; renames that land while one such
+// sync runs share the next
+class DirSync extends GroupSync {
+  constructor(private dir: string) {
+    super()
+  }
+
+  protected async sync() {
+    const fh = await open(this.dir, 'r')
+    try {
+      await fh.sync()
+    } finally {
+      await fh.close()
+    }
+  }
+}
+
 export class DiskBlobStore implements BlobStore {
   private tmp: string
+  private dirSync: DirSync
 
   constructor(private dir: string) {
     this.tmp = join(dir, 'tmp')
+    this.dirSync = new DirSync(dir)
   }
 
   private path(cid: string) {
@@ -101,6 +121,8 @@ export class DiskBlobStore implements BlobStore {
   async commit(staged: StagedBlob): Promise<void> {
     // same bytes, same name: replacing an existing file is harmless and atomic
     await rename(join(this.tmp, staged.key), this.path(staged.cid))
+    // the upload is acknowledged after this: its name must be on disk too, not only its bytes
+    await this.dirSync.commit()
   }
 
   async discard(staged: StagedBlob): Promise<void> {
