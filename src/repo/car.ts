@@ -2,20 +2,7 @@
 // per-block async steps; output in ~64 KiB chunks. Byte-for-byte what @atproto/repo's
 // writeCarStream produces: a DAG-CBOR header {roots: [root], version: 1}, then per block
 // varint(len(cid) + len(bytes)) || cid || bytes.
-import { parseCid } from '@atproto/lex-data'
-
-const B32 = 'abcdefghijklmnopqrstuvwxyz234567'
-const B32_INDEX = new Int16Array(128).fill(-1)
-for (let i = 0; i < B32.length; i++) B32_INDEX[B32.charCodeAt(i)] = i
-
-/** binary form of a CID string (multibase base32 lower fast path, anything else via parseCid) */
-export function cidBytes(cid: string): Uint8Array {
-  if (cid.charCodeAt(0) === 0x62 /* b */) {
-    const out = new Uint8Array(Math.floor(((cid.length - 1) * 5) / 8))
-    if (base32Into(cid, out, 0) >= 0) return out
-  }
-  return parseCid(cid).bytes
-}
+import { base32Into, cidBytes } from './cid-string.js'
 
 function varint(n: number, buf: Buffer, at: number): number {
   while (n >= 0x80) {
@@ -104,22 +91,4 @@ export class CarWriter {
     this.buf = Buffer.alloc(0)
     return this.chunks
   }
-}
-
-/** decodes multibase base32 `cid` (after its `b`) into `out` at `at`; the end offset, or -1 */
-function base32Into(cid: string, out: Uint8Array, at: number): number {
-  let bits = 0
-  let value = 0
-  for (let i = 1; i < cid.length; i++) {
-    const c = cid.charCodeAt(i)
-    const v = c < 128 ? B32_INDEX[c] : -1
-    if (v < 0) return -1
-    value = ((value << 5) | v) & 0xffff
-    bits += 5
-    if (bits >= 8) {
-      bits -= 8
-      out[at++] = (value >>> bits) & 0xff
-    }
-  }
-  return at
 }

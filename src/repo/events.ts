@@ -42,14 +42,14 @@ export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ 
 
 /** `#sync`: the repository's current commit, as a CAR holding only the commit block */
 export async function appendSyncEvent(db: Store, did: string, rev: string, commit: Cid, commitBytes: Uint8Array) {
-  const car = bytesOf(Buffer.concat([...carChunks(commit.toString(), [{ cid: commit.toString(), content: commitBytes }])]))
+  const car = carOf(commit.toString(), [{ cid: commit.toString(), content: commitBytes }])
   return appendEvent(db, 'sync', did, { did, rev, blocks: car })
 }
 
 /** the CAR @atproto/repo's blocksToCarFile makes of `blocks`, built in one synchronous pass */
 export function carFile(root: Cid, blocks: BlockMap): Uint8Array {
   const rows = [...blockEntries(blocks)].map(([cid, content]) => ({ cid, content }))
-  return bytesOf(Buffer.concat([...carChunks(root.toString(), rows)]))
+  return carOf(root.toString(), rows)
 }
 
 /**
@@ -101,3 +101,7 @@ export function commitBody(ev: CommitEvent, car: Uint8Array): Uint8Array {
 
 // the event body is DAG-CBOR: bytes as a plain Uint8Array, as blocksToCarFile gave them
 const bytesOf = (b: Buffer) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
+
+/** a small CAR in one piece */
+const carOf = (root: string, rows: Iterable<{ cid: string; content: Uint8Array }>) =>
+  bytesOf(Buffer.concat([...carChunks(root, rows)]))
