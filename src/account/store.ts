@@ -1,11 +1,12 @@
 // Account rows and the session records that hang off them.
-import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
-import type { AccountTable, Schema } from '../db/index.js'
+import { sql, type Selectable } from 'kysely'
+import type { AccountTable } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { didDocAtHead } from '../identity/doc-cache.js'
 import { latestOp, pdsEndpoint, renderDidDoc, type DidDocument } from '../identity/plc.js'
 
-export type Store = Kysely<Schema> | Transaction<Schema>
+import type { Store } from '../db/schema.js'
+export type { Store }
 export type AccountRow = Selectable<AccountTable>
 /** plc_cid: the CID of the account's newest PLC operation (null when there is none) */
 export type AccountWithHead = AccountRow & { plc_cid: string | null }

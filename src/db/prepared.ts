@@ -1,10 +1,9 @@
 // Hot queries compiled once per dialect. Kysely builds and compiles a query's SQL on every call,
 // which costs more than SQLite takes to answer a primary-key lookup; a prepared query is built
 // on first use with marker arguments, and later calls only put their values in the markers' places.
-import { PostgresAdapter, type CompiledQuery, type Compilable, type Kysely, type Transaction } from 'kysely'
-import type { Schema } from './schema.js'
+import { PostgresAdapter, type CompiledQuery, type Compilable } from 'kysely'
+import type { Store } from './schema.js'
 
-type Store = Kysely<Schema> | Transaction<Schema>
 type Compiled<R> = { query: CompiledQuery<R>; slots: number[] }
 
 const marker = (i: number) => `\u0000prepared-arg-${i}`

@@ -1,11 +1,10 @@
 // The hot statements of a repository write, as SQL text compiled once per shape and run as-is:
 // Kysely builds and compiles a query anew on every call, which costs more than these statements
 // themselves. Text is written with `?` placeholders and numbered ($1, $2, ...) for PostgreSQL.
-import { CompiledQuery, type Kysely, type QueryResult, type Transaction } from 'kysely'
+import { CompiledQuery, type QueryResult } from 'kysely'
 import type { Dialect } from './index.js'
-import type { Schema } from './schema.js'
+import type { Store } from './schema.js'
 
-type Store = Kysely<Schema> | Transaction<Schema>
 
 // distinct texts: a handful of statements times the row counts they are used with
 const MAX_TEXTS = 2000

@@ -1,6 +1,6 @@
 // Row types of the store. Timestamps are ISO 8601 strings and flags are 0/1 integers on both
 // dialects, so rows read the same from SQLite and PostgreSQL.
-import type { Generated } from 'kysely'
+import type { Generated, Kysely, Transaction } from 'kysely'
 
 export type AccountStatus = 'active' | 'deactivated' | 'takendown' | 'deleted'
 export type MigrationState = 'none' | 'migrating-out' | 'migrating-in'
@@ -205,3 +205,6 @@ export interface Schema {
   blob: BlobTable
   reserved_signing_key: ReservedSigningKeyTable
 }
+
+/** the database or a transaction on it: what every query helper runs on */
+export type Store = Kysely<Schema> | Transaction<Schema>

@@ -2,16 +2,14 @@
 // were rendered from. A caller passes the newest operation's CID it read with the account row, so
 // a document is served only while that operation is still the newest, whichever process (or
 // handle update, migration, key rotation) appended a later one.
-import type { Kysely, Transaction } from 'kysely'
-import type { Schema } from '../db/schema.js'
 import { prepared } from '../db/prepared.js'
 import { sql } from 'kysely'
 import { renderDidDoc, type DidDocument } from './plc.js'
+import type { Store } from '../db/schema.js'
 
 /** about 1 KiB each */
 const MAX_ENTRIES = 4096
 
-type Store = Kysely<Schema> | Transaction<Schema>
 
 const newestOp = prepared((db: Store, did: string) =>
   db

@@ -6,8 +6,7 @@ import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { base32 } from 'multiformats/bases/base32'
 import type { Keypair } from '@atproto/crypto'
-import type { Kysely, Transaction } from 'kysely'
-import type { Schema } from '../db/index.js'
+import type { Store } from '../db/schema.js'
 
 export type PlcService = { type: string; endpoint: string }
 export type UnsignedPlcOp = {
@@ -37,7 +36,6 @@ export async function opCid(op: SignedPlcOp): Promise<string> {
   return CID.createV1(dagCbor.code, await sha256.digest(bytes)).toString()
 }
 
-type Store = Kysely<Schema> | Transaction<Schema>
 
 export async function appendOp(db: Store, did: string, seq: number, op: SignedPlcOp) {
   await db

@@ -2,12 +2,13 @@
 // transaction: reads see the transaction's own writes, and nothing lands unless it commits.
 import { BlockMap, ReadableBlockstore, type CommitData, type RepoStorage } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
-import type { Kysely, Transaction } from 'kysely'
+import type { Kysely } from 'kysely'
 import { dialectOf, type Dialect, type Schema } from '../db/index.js'
 import { changed, exec, inList, valuesList } from '../db/raw.js'
 import { blockEntries, cidStrings } from './mst-memo.js'
 
-export type Store = Kysely<Schema> | Transaction<Schema>
+import type { Store } from '../db/schema.js'
+export type { Store }
 
 // rows per INSERT: five parameters each, well under SQLite's and PostgreSQL's bind limits
 const CHUNK = 500

@@ -2,14 +2,14 @@
 // assigned by the store, payload the DAG-CBOR body of the subscribeRepos message without its
 // `seq` and `time` (both are filled in from the row when served).
 import * as dagCbor from '@ipld/dag-cbor'
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql } from 'kysely'
 import { prepared } from '../db/prepared.js'
-import { dialectOf, type AccountStatus, type EventTable, type Schema } from '../db/index.js'
+import { dialectOf, type AccountStatus, type EventTable } from '../db/index.js'
 import { EVENT_CHANNEL } from './wakeup.js'
+import type { Store } from '../db/schema.js'
 
 const EVENT_LOCK = 7_340_001
 
-type Store = Kysely<Schema> | Transaction<Schema>
 
 /** `body` as an object, or already DAG-CBOR */
 export async function appendEvent(
