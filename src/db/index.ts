@@ -7,7 +7,7 @@ import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
-import type { Schema } from './schema.js'
+import type { Schema, Store } from './schema.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
 import * as m003 from './migrations/003-repos.js'
@@ -161,7 +161,7 @@ async function migrate(db: Db, schema?: string) {
 }
 
 /** the dialect behind a store or a transaction on it */
-export function dialectOf(db: Kysely<Schema>): Dialect {
+export function dialectOf(db: Store): Dialect {
   return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
 }
 

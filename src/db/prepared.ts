@@ -1,7 +1,8 @@
 // Hot queries compiled once per dialect. Kysely builds and compiles a query's SQL on every call,
 // which costs more than SQLite takes to answer a primary-key lookup; a prepared query is built
 // on first use with marker arguments, and later calls only put their values in the markers' places.
-import { PostgresAdapter, type CompiledQuery, type Compilable } from 'kysely'
+import type { CompiledQuery, Compilable } from 'kysely'
+import { dialectOf } from './index.js'
 import type { Store } from './schema.js'
 
 type Compiled<R> = { query: CompiledQuery<R>; slots: number[] }
@@ -15,7 +16,7 @@ const marker = (i: number) => `\u0000prepared-arg-${i}`
 export function prepared<A extends unknown[], R>(build: (db: Store, ...args: A) => Compilable<R>) {
   const byDialect: { sqlite?: Compiled<R>; postgres?: Compiled<R> } = {}
   return async (db: Store, ...args: A): Promise<R[]> => {
-    const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
+    const dialect = dialectOf(db)
     const c = (byDialect[dialect] ??= compile(db, build, args.length))
     const parameters = c.query.parameters.map((p, i) => (c.slots[i] >= 0 ? args[c.slots[i]] : p))
     const { rows } = await db.executeQuery<R>({ ...c.query, parameters })
