@@ -8,6 +8,7 @@ export PATH := $(NODE_HOME)/bin:$(PATH)
 export npm_config_nodedir := $(NODE_HOME)
 
 STAMPS := .tools/stamps
+NATIVE := native/build/Release/malloc_trim.node
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
@@ -34,7 +35,7 @@ test-tools:
 
 codegen: $(STAMPS)/codegen
 
-build: $(STAMPS)/build
+build: $(STAMPS)/build $(NATIVE)
 
 # Benchmarks (never part of `make test`): QUICK=1 for a short run, DB=postgres for PostgreSQL
 # (PDS_TEST_POSTGRES_URL or postgres://postgres@127.0.0.1:5432/test, a fresh schema per run),
@@ -97,5 +98,10 @@ $(STAMPS)/build: $(STAMPS)/codegen tsconfig.json $(SOURCES)
 	npx tsc -p tsconfig.json
 	@mkdir -p $(STAMPS) && touch $@
 
+# The server's one native addon (src/runtime.ts: malloc_trim), built against the pinned Node's
+# headers; node-gyp is a dev dependency, so the build needs only a C compiler, make and python3.
+$(NATIVE): $(STAMPS)/deps native/malloc_trim.c native/binding.gyp
+	cd native && ../node_modules/.bin/node-gyp rebuild --loglevel=warn
+
 clean:
-	rm -rf dist src/generated $(STAMPS)
+	rm -rf dist src/generated native/build $(STAMPS)

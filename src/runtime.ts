@@ -2,6 +2,7 @@
 // it). V8 reads its heap settings only when a process starts, so the
 // server re-executes itself once, in place: process.execve keeps the pid, stdio and signal
 // targets, so systemd, Docker and shells see one process throughout.
+import { createRequire } from 'node:module'
 import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
 
 /**
@@ -34,6 +35,22 @@ export function tuneRuntime(rt: RuntimeEnv): void {
 // --max_semi_space_size and --max-semi-space-size are one flag to V8
 const flagName = (arg: string) => arg.split('=')[0]!.replace(/_/g, '-')
 
+/**
+ * glibc's malloc_trim(0) through native/malloc_trim.c (built by `make build`). glibc keeps what
+ * the process freed inside its arenas, one per thread that allocated: after a burst of logins each
+ * threadpool thread holds scrypt's 16 MiB, which a trim returns (~57 MiB here after 100 logins).
+ * An FFI package would do the same call but cost ~5 MiB resident once loaded, a twentieth of the
+ * idle target. Null when the addon is not built or cannot load (another platform): no trim then.
+ */
+export function loadMallocTrim(path = new URL('../native/build/Release/malloc_trim.node', import.meta.url).pathname) {
+  try {
+    const addon = createRequire(import.meta.url)(path) as { trim: () => boolean }
+    return addon.trim
+  } catch {
+    return null
+  }
+}
+
 export type ReclaimOptions = {
   /** how often CPU use is sampled */
   checkMs: number
@@ -44,17 +61,20 @@ export type ReclaimOptions = {
   minGrowthBytes: number
   /** collect once right away: the caller has just started up */
   atStart: boolean
+  /** gives the C heap's free pages back after each collection (loadMallocTrim) */
+  trim: (() => boolean) | null
 }
 
-const RECLAIM: ReclaimOptions = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20, atStart: true }
+const RECLAIM: Omit<ReclaimOptions, 'trim'> = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20, atStart: true }
 
 /**
  * Gives memory back to the system once the process goes quiet after work (start-up included).
  * V8 keeps the heap it grew under load, and pools freed pages, until a collection made to reduce
- * memory; nothing in an idle server triggers one. This runs that collection (a synchronous pause,
- * typically 50-300 ms) when called (`atStart`), then at most once per quiet spell and only after resident memory grew, so a
- * steady trickle of requests does not pay it again and again. Needs `gc` (V8_FLAGS); without it
- * this does nothing.
+ * memory; nothing in an idle server triggers one, and glibc keeps freed C memory in its arenas.
+ * This runs that collection, then a malloc trim (together a synchronous pause, typically 50-300
+ * ms), when called (`atStart`), then at most once per quiet spell and only after resident memory
+ * grew, so a steady trickle of requests does not pay it again and again. Needs `gc` (V8_FLAGS);
+ * without it this does nothing.
  */
 export function reclaimWhenIdle(
   onReclaim: (r: { rssBefore: number; rssAfter: number; ms: number }) => void = () => {},
@@ -62,7 +82,8 @@ export function reclaimWhenIdle(
 ): () => void {
   const collect = globalThis.gc
   if (!collect) return () => {}
-  const o = { ...RECLAIM, ...opts }
+  const o: ReclaimOptions = { ...RECLAIM, trim: null, ...opts }
+  if (!('trim' in opts)) o.trim = loadMallocTrim()
   let cpu = process.cpuUsage()
   let quiet = 0
   // the lowest resident size since the last collection; none yet: the first quiet spell collects
@@ -70,6 +91,8 @@ export function reclaimWhenIdle(
   const reclaim = (rss: number) => {
     const t0 = performance.now()
     collect({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+    // after the collection: it frees the native memory that dead JS objects held
+    o.trim?.()
     const rssAfter = process.memoryUsage.rss()
     floor = rssAfter
     cpu = process.cpuUsage()

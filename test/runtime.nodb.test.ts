@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { afterEach, expect, it, vi } from 'vitest'
-import { reclaimWhenIdle } from '../src/runtime.js'
+import { loadMallocTrim, reclaimWhenIdle } from '../src/runtime.js'
 import { describe, freePort, tempDir, testEnv } from './harness.js'
 
 const BIN = new URL('../dist/bin.js', import.meta.url).pathname
@@ -60,6 +60,33 @@ describe('the server process memory tuning', () => {
     const s = await serve({ PDS_LOG_LEVEL: 'debug' })
     await vi.waitFor(() => expect(s.out()).toContain('idle: memory reclaimed'), { timeout: 10_000, interval: 100 })
   })
+
+  it("gives back the password hashes' memory once logins stop", async () => {
+    const s = await serve({ PDS_LOG_LEVEL: 'debug' })
+    await vi.waitFor(() => expect(s.out()).toContain('idle: memory reclaimed'), { timeout: 10_000, interval: 100 })
+    const call = async (nsid: string, body: unknown) => {
+      const res = await fetch(`${s.url}/xrpc/${nsid}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      expect(res.status).toBe(200)
+    }
+    await call('com.atproto.server.createAccount', { handle: 'trim.test', email: 'trim@example.com', password: 'hunter2hunter2' })
+    // four at a time: each of libuv's threads runs scrypt and keeps its 16 MiB in its own arena
+    await Promise.all(
+      [0, 1, 2, 3].map(async () => {
+        for (let i = 0; i < 8; i++) await call('com.atproto.server.createSession', { identifier: 'trim.test', password: 'hunter2hunter2' })
+      }),
+    )
+    const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${s.child.pid}/status`, 'utf8'))![1]) * 1024
+    const loaded = rss()
+    const reclaims = () => s.out().split('\n').filter((l) => l.includes('idle: memory reclaimed')).length
+    const before = reclaims()
+    await vi.waitFor(() => expect(reclaims()).toBeGreaterThan(before), { timeout: 15_000, interval: 100 })
+    // a collection alone gives back V8's heap but not glibc's arenas
+    expect(rss()).toBeLessThan(loaded - 32 * 2 ** 20)
+  })
 })
 
 describe('reclaimWhenIdle', () => {
@@ -86,6 +113,21 @@ describe('reclaimWhenIdle', () => {
     await new Promise((r) => setTimeout(r, 100))
     stop()
     expect(calls).toHaveLength(1)
+  })
+
+  it('trims the C heap after each collection', async () => {
+    const order: string[] = []
+    globalThis.gc = (() => void order.push('gc')) as typeof gc
+    const stop = reclaimWhenIdle(undefined, { checkMs: 10, quietCpu: Infinity, trim: () => (order.push('trim'), true) })
+    stop()
+    expect(order).toEqual(['gc', 'trim'])
+  })
+
+  it('loads the malloc_trim addon that `make build` compiles, and not a missing one', () => {
+    const trim = loadMallocTrim()
+    expect(trim).toBeTypeOf('function')
+    expect(trim!()).toBeTypeOf('boolean')
+    expect(loadMallocTrim('/nonexistent/malloc_trim.node')).toBeNull()
   })
 
   it('does nothing without an exposed gc', async () => {
