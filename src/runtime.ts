@@ -8,14 +8,15 @@ import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
 /**
  * - a young generation of at most 2 x 4 MiB semi-spaces: by default V8 lets it grow past 100 MiB
  *   under load, and keeps it;
- * - no full collection before the old generation reaches 64 MiB (the server's live heap is ~30):
- *   otherwise the ArrayBuffers of uploads and socket reads set one off every few requests (40 per
- *   400 uploads of 1 MiB, each marking the whole heap; with it 3, and uploadBlob's CPU per call
- *   falls from ~7 to ~4 ms). What the collections would have freed earlier goes at the next one
- *   or when the server goes quiet;
+ * - no full collection before the old generation reaches 128 MiB (the live heap is ~30 MiB at
+ *   start, more with warm caches): otherwise the ArrayBuffers of uploads and socket reads set one
+ *   off every few requests (40 per 400 uploads of 1 MiB, each marking the whole heap; with it 1-3,
+ *   and uploadBlob's CPU per call falls from ~8.5 to ~4.5 ms). 64 MiB was not enough once a long
+ *   run had warmed the caches. What those collections would have freed earlier goes at the next
+ *   one or when the server goes quiet;
  * - `gc` for reclaimWhenIdle below.
  */
-export const V8_FLAGS = ['--max-semi-space-size=4', '--initial-old-space-size=64', '--expose-gc']
+export const V8_FLAGS = ['--max-semi-space-size=4', '--initial-old-space-size=128', '--expose-gc']
 
 /**
  * Re-executes this process with the tuning unless it already has it, the operator turned it off

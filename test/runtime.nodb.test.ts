@@ -36,7 +36,7 @@ afterEach(() => {
 describe('the server process memory tuning', () => {
   it('re-executes itself under the same pid with the V8 flags, serves, and stops on SIGTERM', async () => {
     const s = await serve()
-    expect(s.argv()).toEqual(expect.arrayContaining(['--max-semi-space-size=4', '--initial-old-space-size=64', '--expose-gc', BIN]))
+    expect(s.argv()).toEqual(expect.arrayContaining(['--max-semi-space-size=4', '--initial-old-space-size=128', '--expose-gc', BIN]))
     const res = await fetch(`${s.url}/xrpc/com.atproto.server.describeServer`)
     expect(res.status).toBe(200)
     s.child.kill('SIGTERM')
