@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { afterEach, expect, it, vi } from 'vitest'
 import { loadMallocTrim, reclaimWhenIdle } from '../src/runtime.js'
-import { describe, freePort, tempDir, testEnv } from './harness.js'
+import { describe, freePort, newAccount, PASSWORD, tempDir, testEnv, xrpc } from './harness.js'
 
 const BIN = new URL('../dist/bin.js', import.meta.url).pathname
 const children: ChildProcess[] = []
@@ -26,7 +26,8 @@ async function serve(extra: Record<string, string> = {}) {
     await new Promise((r) => setTimeout(r, 50))
   }
   const proc = (file: string) => readFileSync(`/proc/${child.pid}/${file}`, 'utf8').split('\0')
-  return { child, url, exited, out: () => stdout, argv: () => proc('cmdline'), environ: () => proc('environ') }
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(proc('status')[0]!)![1]) * 1024
+  return { child, url, exited, out: () => stdout, argv: () => proc('cmdline'), environ: () => proc('environ'), rss }
 }
 
 afterEach(() => {
@@ -64,28 +65,22 @@ describe('the server process memory tuning', () => {
   it("gives back the password hashes' memory once logins stop", async () => {
     const s = await serve({ PDS_LOG_LEVEL: 'debug' })
     await vi.waitFor(() => expect(s.out()).toContain('idle: memory reclaimed'), { timeout: 10_000, interval: 100 })
-    const call = async (nsid: string, body: unknown) => {
-      const res = await fetch(`${s.url}/xrpc/${nsid}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      })
-      expect(res.status).toBe(200)
-    }
-    await call('com.atproto.server.createAccount', { handle: 'trim.test', email: 'trim@example.com', password: 'hunter2hunter2' })
+    const { handle } = await newAccount(s.url, 'trim')
     // four at a time: each of libuv's threads runs scrypt and keeps its 16 MiB in its own arena
     await Promise.all(
       [0, 1, 2, 3].map(async () => {
-        for (let i = 0; i < 8; i++) await call('com.atproto.server.createSession', { identifier: 'trim.test', password: 'hunter2hunter2' })
+        for (let i = 0; i < 8; i++) {
+          const res = await xrpc(s.url, 'com.atproto.server.createSession', { body: { identifier: handle, password: PASSWORD } })
+          expect(res.status).toBe(200)
+        }
       }),
     )
-    const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${s.child.pid}/status`, 'utf8'))![1]) * 1024
-    const loaded = rss()
+    const loaded = s.rss()
     const reclaims = () => s.out().split('\n').filter((l) => l.includes('idle: memory reclaimed')).length
     const before = reclaims()
     await vi.waitFor(() => expect(reclaims()).toBeGreaterThan(before), { timeout: 15_000, interval: 100 })
     // a collection alone gives back V8's heap but not glibc's arenas
-    expect(rss()).toBeLessThan(loaded - 32 * 2 ** 20)
+    expect(s.rss()).toBeLessThan(loaded - 32 * 2 ** 20)
   })
 })
 
