@@ -88,8 +88,8 @@ export function reclaimWhenIdle(
 ): () => void {
   const collect = globalThis.gc
   if (!collect) return () => {}
-  const o: ReclaimOptions = { ...RECLAIM, trim: null, ...opts }
-  if (!('trim' in opts)) o.trim = loadMallocTrim()
+  // the addon only where the caller did not say (null: no trim)
+  const o: ReclaimOptions = { ...RECLAIM, ...opts, trim: opts.trim === undefined ? loadMallocTrim() : opts.trim }
   let cpu = process.cpuUsage()
   let quiet = 0
   // the lowest resident size since the last collection; none yet: the first quiet spell collects
