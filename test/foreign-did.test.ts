@@ -111,7 +111,7 @@ describe('hosting a DID that moves in', () => {
     expect((await plcPost(me.did, moved)).status).toBe(200)
     const stale = await signOp(await moveOp(me.genesis, me.head, key), me.rotation)
     const create = (plcOp: unknown) =>
-      outcome(agent.com.atproto.server.createAccount({ did: me.did, handle: 'rotator.test', email: 'rotator@example.com', password: PASSWORD, plcOp }))
+      outcome(agent.createAccount({ did: me.did, handle: 'rotator.test', email: 'rotator@example.com', password: PASSWORD, plcOp }))
     expect(await create(stale)).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     // over the head: this server submits it to the directory
     const op = await signOp(await moveOp(me.genesis, moved, key), me.rotation)
@@ -157,6 +157,24 @@ describe('hosting a DID that moves in', () => {
     const back = await signOp({ ...otherUnsigned, verificationMethods: { atproto: `did:key:${key}` }, prev: await opCid(otherKey) }, me.rotation)
     expect((await plcPost(me.did, back)).status).toBe(200)
     expect(await outcome(drifter.com.atproto.server.activateAccount())).toBe('ok')
+  })
+
+  it('refuses every plcOp without a PLC directory to prove it against', async () => {
+    const alone = await startTestPds({ PDS_HOSTNAME: 'alone.localhost' })
+    try {
+      const me = await ownIdentity('lonely.test')
+      const agent = new AtpAgent({ service: alone.url })
+      const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey!
+      const op = await signOp(
+        { ...(await moveOp(me.genesis, me.head, key)), services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: alone.env.PDS_PUBLIC_URL } } },
+        me.rotation,
+      )
+      const res = await outcome(agent.createAccount({ did: me.did, handle: 'lonely.test', email: 'lonely@example.com', password: PASSWORD, plcOp: op }))
+      expect(res).toEqual(refused(400, 'InvalidRequest', /no PLC directory/))
+      expect(await alone.services.db.selectFrom('account').select('did').execute()).toEqual([])
+    } finally {
+      await alone.stop()
+    }
   })
 
   it("refuses a service-auth token issued for another DID with InvalidRequest", async () => {

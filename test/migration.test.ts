@@ -53,18 +53,45 @@ const types = (frames: Frame[], did: string) =>
 /** a syntactically valid did:plc nobody owns */
 const fakeDid = () => 'did:plc:' + Array.from(randomBytes(24), (b) => 'abcdefghijklmnopqrstuvwxyz234567'[b % 32]).join('')
 
-/** an operation that passes the structural checks of §4.9 for `dest` (its signature is never checked) */
+/** a DID the test controls through its rotation key, registered in the directory */
+async function plcIdentity(handle: string) {
+  const rotation = await Secp256k1Keypair.create()
+  const genesis = await signOp(
+    {
+      type: 'plc_operation',
+      rotationKeys: [rotation.did()],
+      verificationMethods: { atproto: (await Secp256k1Keypair.create()).did() },
+      alsoKnownAs: [`at://${handle}`],
+      services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://old.example.com' } },
+      prev: null,
+    },
+    rotation,
+  )
+  const did = didForGenesis(genesis)
+  const res = await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(genesis) })
+  expect(res.status).toBe(200)
+  return { did, rotation, head: genesis }
+}
+
+/** opFor signed by the identity's rotation key over its newest operation: proof of control */
+async function provenOp(id: Awaited<ReturnType<typeof plcIdentity>>, signingKey: string, handle: string) {
+  const { sig: _sig, ...unsigned } = opFor(signingKey, handle, { rotationKeys: [id.rotation.did()], prev: await opCid(id.head) })
+  return signOp(unsigned as UnsignedPlcOp, id.rotation)
+}
+
 // a fresh DID joining dest with a reserved key (deactivated, migrating in)
 async function joinMigrating(name: string) {
-  const did = fakeDid()
+  const id = await plcIdentity(`${name}.test`)
+  const did = id.did
   const key = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
   const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
-    body: { handle: `${name}.test`, email: `${name}@example.com`, password: PASSWORD, did, plcOp: opFor(key, `${name}.test`) },
+    body: { handle: `${name}.test`, email: `${name}@example.com`, password: PASSWORD, did, plcOp: await provenOp(id, key, `${name}.test`) },
   })
   expect(joined.status).toBe(200)
   return { did, jwt: joined.body.accessJwt as string, signingKey: key as string }
 }
 
+/** an operation that passes the structural checks of §4.9 for `dest` (its signature proves nothing) */
 const opFor = (signingKey: string, handle: string, over: Record<string, unknown> = {}) => ({
   type: 'plc_operation',
   rotationKeys: ['did:key:zQ3shP8A6bb1JZ4CTjQEWdK6MapQ5Z9FsW4mTpx2ehz9fJPEW'],
@@ -321,7 +348,8 @@ describe('account migration', () => {
   it('refuses createAccount with a DID in the order and with the names of §4.9', async () => {
     const create = (body: Record<string, unknown>) => call(dest, 'com.atproto.server.createAccount', undefined, { body })
     const base = { handle: 'neg.test', email: 'neg@example.com', password: PASSWORD }
-    const did = fakeDid()
+    const id = await plcIdentity('neg.test')
+    const did = id.did
     // 1. not a did:plc
     let res = await create({ ...base, did: 'did:plc:UPPERCASEISNOTALLOWED1234', plcOp: {} })
     expect([res.status, res.body.error]).toEqual([400, 'InvalidRequest'])
@@ -352,8 +380,11 @@ describe('account migration', () => {
       expect([res.status, res.body.error, JSON.stringify(over)]).toEqual([400, error, JSON.stringify(over)])
     }
     expect(await dest.services.db.selectFrom('account').select('did').where('did', '=', did).execute()).toEqual([])
-    // a good one (signature never verified): deactivated, migrating-in, no repository
+    // structurally fine, but its signature proves nothing: InvalidRequest, after the checks above
     res = await create({ ...base, did, plcOp: opFor(key, 'neg.test') })
+    expect([res.status, res.body.error]).toEqual([400, 'InvalidRequest'])
+    // signed by the DID's rotation key: deactivated, migrating-in, no repository
+    res = await create({ ...base, did, plcOp: await provenOp(id, key, 'neg.test') })
     expect(res.status).toBe(200)
     const acct = await dest.services.db.selectFrom('account').selectAll().where('did', '=', did).executeTakeFirstOrThrow()
     expect([acct.status, acct.migration_state]).toEqual(['deactivated', 'migrating-in'])

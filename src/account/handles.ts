@@ -2,6 +2,7 @@
 // the reference PDS's constraints on the label in front of it.
 import { isValidHandle, normalizeHandle } from '@atproto/syntax'
 import { xrpcError } from '../errors.js'
+import type { Store } from '../db/schema.js'
 
 const RESERVED = new Set(['admin', 'administrator', 'root', 'support', 'help', 'www', 'api', 'pds', 'mail', 'about'])
 
@@ -16,6 +17,14 @@ export function checkServiceHandle(input: string, domains: string[]): string {
   if (front.length < 3) throw xrpcError('InvalidHandle', 'Handle too short')
   if (front.length > 18) throw xrpcError('InvalidHandle', 'Handle too long')
   if (RESERVED.has(front)) throw xrpcError('HandleNotAvailable', 'Reserved handle')
+  return handle
+}
+
+/** the normalized handle `did` may take: the service's handle rules, and not another account's */
+export async function checkHandleFor(db: Store, did: string, input: string, domains: string[]): Promise<string> {
+  const handle = checkServiceHandle(input, domains)
+  const taken = await db.selectFrom('account').select('did').where('handle', '=', handle).executeTakeFirst()
+  if (taken && taken.did !== did) throw xrpcError('HandleNotAvailable', 'Handle already taken')
   return handle
 }
 

@@ -1,12 +1,14 @@
 // Accounts that arrive with an existing DID (part 2 §4.9): the reserved signing key and
-// createAccount with `did` + `plcOp`. The account starts deactivated and migrating-in, with no
-// repository until importRepo. (The standard atproto migration, createAccount with `did` and a
-// service-auth token, is meant to slot in beside createMigratingAccount and reuse insertImported.)
+// createAccount with `did` and a proof of control (a `plcOp` the DID's log holds or accepts, or a
+// service-auth token from the DID's current key). The account starts deactivated and
+// migrating-in, with no repository until importRepo.
 import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
-import { appendOp, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
+import { appendOp, latestOp, opCid, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
+import { publishOp } from '../identity/directory.js'
+import { provePlcOp } from '../migration/did-control.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword } from './password.js'
@@ -58,7 +60,8 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
     endpoint: config.publicUrl,
     handle: input.handle.toLowerCase(),
   })
-  // step 5: the operation's signature is not verified (the PLC directory already accepted it)
+  // the operation must prove the caller controls the DID (its signature alone proves nothing)
+  const proof = await provePlcOp(deps, did, op)
 
   const { handle, email, inviteCode } = await checkNewAccount(deps, input)
   const passwordHash = await hashPassword(input.password!)
@@ -74,10 +77,14 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
       // conditional: of two concurrent creations with one reservation, one gets it
       const took = await trx.deleteFrom('reserved_signing_key').where('did', '=', did).where('private_key_hex', '=', reserved.private_key_hex).executeTakeFirst()
       if (!Number(took.numDeletedRows)) throw xrpcError('MissingReservedKey', 'The reserved signing key changed meanwhile; reserve again')
-      await appendOp(trx, did, 0, op)
+      const local = await latestOp(trx, did)
+      const cid = await opCid(op)
+      if (!local || (await opCid(local.op)) !== cid) await appendOp(trx, did, local ? local.seq + 1 : 0, op)
       await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
       await identityEvent(trx, did, handle)
       await accountEvent(trx, did, 'deactivated')
+      // last, so a refusal by the directory undoes the rest
+      if (proof === 'signed' && config.plcUrl) await publishOp(config.plcUrl, did, op)
     })
   } catch (err) {
     throw takenError(err)
@@ -100,7 +107,7 @@ export async function createServiceAuthAccount(
   const { db } = deps
   if (!PLC_DID.test(input.did)) throw xrpcError('InvalidRequest', 'did must be a did:plc')
   const did = input.did
-  if (issuer !== did) throw xrpcError('AuthenticationRequired', `The service auth token was not issued by ${did}`)
+  if (issuer !== did) throw xrpcError('InvalidRequest', `The service auth token was issued by ${issuer}, not by ${did}`)
   if (await db.selectFrom('account').select('did').where('did', '=', did).executeTakeFirst()) {
     throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
   }

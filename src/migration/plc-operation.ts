@@ -12,6 +12,7 @@ import { xrpcError } from '../errors.js'
 import { lastFromDirectory, publishOp } from '../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
 import { identityEvent } from '../sequencer/index.js'
+import { checkHandleFor } from '../account/handles.js'
 import { isValidHandle } from '@atproto/syntax'
 
 export type OpFields = {
@@ -47,12 +48,22 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
         services: fields.services ?? prevOp.services,
         prev: await opCid(latest.op),
       }
+      const handOff = isStandardHandOff(account, unsigned, config.publicUrl)
+      let handle: string | undefined
+      if (!handOff && fields.alsoKnownAs && JSON.stringify(fields.alsoKnownAs) !== JSON.stringify(prevOp.alsoKnownAs)) {
+        const first = fields.alsoKnownAs[0]
+        if (first?.startsWith('at://') && first.slice('at://'.length).toLowerCase() !== account.handle) {
+          // the handle follows the operation here, so it obeys updateHandle's rules (a refusal
+          // rolls back, the token included)
+          handle = await checkHandleFor(trx, did, first.slice('at://'.length), config.handleDomains)
+        }
+      }
       if (!unsigned.rotationKeys.includes(rotationKey.did())) {
         // accepted (part 2 §4.8): after this, only the user's own keys can change the DID
         logger.warn({ did }, "signPlcOperation: the operation removes this server's rotation key")
       }
       const op = await signOp(unsigned, rotationKey)
-      if (isStandardHandOff(account, unsigned, config.publicUrl)) {
+      if (handOff) {
         // the standard atproto migration: the destination submits this operation
         // (submitPlcOperation), and a PLC directory refuses it a second time; so, like the
         // reference PDS, it is only signed and returned, the token consumed. Nothing changes here
@@ -61,14 +72,7 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
         return op
       }
       await appendOp(trx, did, latest.seq + 1, op)
-      let handle: string | undefined
-      if (fields.alsoKnownAs && JSON.stringify(fields.alsoKnownAs) !== JSON.stringify(prevOp.alsoKnownAs)) {
-        const first = fields.alsoKnownAs[0]
-        if (first?.startsWith('at://')) {
-          handle = first.slice('at://'.length).toLowerCase()
-          if (handle !== account.handle) await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
-        }
-      }
+      if (handle) await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
       await identityEvent(trx, did, handle ?? account.handle)
       if (config.plcUrl) await publishOp(config.plcUrl, did, op)
       return op

@@ -4,7 +4,7 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
-import { checkServiceHandle } from '../../../../account/handles.js'
+import { checkHandleFor } from '../../../../account/handles.js'
 import { isUniqueViolation } from '../../../../db/index.js'
 import { xrpcError } from '../../../../errors.js'
 import { publishOp } from '../../../../identity/directory.js'
@@ -14,9 +14,7 @@ import { identityEvent } from '../../../../sequencer/index.js'
 export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
   api.com.atproto.identity.updateHandle<AccessAuth>(async ({ auth, input }) => {
     const { did } = auth.credentials
-    const handle = checkServiceHandle(input.body.handle, config.handleDomains)
-    const taken = await db.selectFrom('account').select('did').where('handle', '=', handle).executeTakeFirst()
-    if (taken && taken.did !== did) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    const handle = await checkHandleFor(db, did, input.body.handle, config.handleDomains)
     try {
       await db.transaction().execute(async (trx) => {
         await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()

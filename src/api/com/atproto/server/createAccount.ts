@@ -1,7 +1,7 @@
 // com.atproto.server.createAccount: a fresh account in status active, with a session; with `did`
-// and `plcOp`, an account moving in (part 2 §4.9): deactivated, migrating-in, no repository yet;
-// with `did` and another server's service-auth JWT (the verifier checked it), the standard atproto
-// migration's account moving in, likewise deactivated.
+// and a `plcOp` that proves control of the DID, an account moving in: deactivated, migrating-in,
+// no repository yet; with `did` and a service-auth JWT the DID's current key signed (the verifier
+// checked it), the standard atproto migration's account moving in, likewise deactivated.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
