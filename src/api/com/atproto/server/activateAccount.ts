@@ -10,6 +10,8 @@ import { checkDocNamesUs } from '../../../../migration/did-control.js'
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
   api.com.atproto.server.activateAccount<AccessAuth>(async ({ auth }) => {
     const { did, account } = auth.credentials
-    if (account.status === 'deactivated' && account.migration_state === 'migrating-in') await checkDocNamesUs({ db, config }, did)
+    if (account.status === 'deactivated' && account.migration_state === 'migrating-in') {
+      await checkDocNamesUs({ db, config }, did)
+    }
     await activate(db, did)
   })
