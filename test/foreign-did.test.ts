@@ -88,7 +88,7 @@ describe('hosting a DID that moves in', () => {
     const { data } = await attacker.com.atproto.server.reserveSigningKey({ did: victim.did })
     const head = await plcGet(`${victim.did}/log/last`)
     const forged = { ...(await moveOp(head, head, data.signingKey!)), sig: Buffer.alloc(64, 7).toString('base64url') }
-    const claim = (plcOp: unknown) =>
+    const claim = (plcOp: Record<string, unknown>) =>
       outcome(attacker.com.atproto.server.createAccount({ did: victim.did, handle: victim.handle, email: 'thief@example.com', password: PASSWORD, plcOp }))
     expect(await claim(forged)).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     // signed, but by a key that is not one of the DID's rotation keys
@@ -110,7 +110,7 @@ describe('hosting a DID that moves in', () => {
     const moved = await signOp({ ...me.genesis, alsoKnownAs: ['at://rotator.test', 'https://x.example'], prev: await opCid(me.head) }, me.rotation)
     expect((await plcPost(me.did, moved)).status).toBe(200)
     const stale = await signOp(await moveOp(me.genesis, me.head, key), me.rotation)
-    const create = (plcOp: unknown) =>
+    const create = (plcOp: Record<string, unknown>) =>
       outcome(agent.createAccount({ did: me.did, handle: 'rotator.test', email: 'rotator@example.com', password: PASSWORD, plcOp }))
     expect(await create(stale)).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     // over the head: this server submits it to the directory
@@ -148,7 +148,7 @@ describe('hosting a DID that moves in', () => {
     const key = (await drifter.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey!
     const here = await signOp(await moveOp(me.genesis, me.head, key), me.rotation)
     expect((await plcPost(me.did, here)).status).toBe(200)
-    await drifter.createAccount({ did: me.did, handle: 'drifter.test', email: 'drifter@example.com', password: PASSWORD, plcOp: here } as any)
+    await drifter.createAccount({ did: me.did, handle: 'drifter.test', email: 'drifter@example.com', password: PASSWORD, plcOp: here })
     const { sig: _s, ...hereUnsigned } = here
     const otherKey = await signOp({ ...hereUnsigned, verificationMethods: { atproto: (await Secp256k1Keypair.create()).did() }, prev: await opCid(here) }, me.rotation)
     expect((await plcPost(me.did, otherKey)).status).toBe(200)
