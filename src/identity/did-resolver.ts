@@ -66,11 +66,12 @@ export class DidResolver {
   }
 
   private async getJson(url: string, guarded: boolean): Promise<ServiceDidDoc | null> {
-    const res = await (guarded ? this.outbound.request.bind(this.outbound) : request)(url, {
+    const opts = {
       headersTimeout: TIMEOUT_MS,
       bodyTimeout: TIMEOUT_MS,
       headers: { accept: 'application/did+ld+json, application/json' },
-    })
+    }
+    const res = guarded ? await this.outbound.request(url, opts) : await request(url, opts)
     if (res.statusCode !== 200) {
       await res.body.dump()
       return null
