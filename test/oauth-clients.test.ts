@@ -1,5 +1,5 @@
-// Discoverable clients: the metadata document is fetched once, validated and cached; http on
-// loopback only when the server itself runs on localhost; private addresses refused (SSRF).
+// Discoverable clients: the metadata document is fetched once, validated and cached; http and
+// loopback only in development mode (a localhost server); private addresses refused (SSRF).
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, expect, it } from 'vitest'

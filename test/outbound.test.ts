@@ -150,6 +150,8 @@ describe('outbound guard', () => {
       `https://localhost:${wire.port}`,
       `https://evil.example:${wire.port}`,
       `https://[::1]:${wire.port}`,
+      `https://2130706433:${wire.port}`, // 127.0.0.1 written as one number
+      `https://0x7f.0.0.1:${wire.port}`,
       `https://127.0.0.1:${closed}`,
       'https://10.0.0.1',
       'https://169.254.169.254',
