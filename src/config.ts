@@ -2,6 +2,7 @@
 // value stops the process with one line naming the variable.
 import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { isIP } from 'node:net'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
 
@@ -18,6 +19,25 @@ const urlList = z
   .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
   .pipe(z.array(url))
 
+// `ip` or `ip:port`, IPv6 in brackets when it has a port (as dns.setServers takes them)
+const nameserver = z.string().refine((s) => {
+  const m = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(s) ?? /^([^:]+)(?::(\d{1,5}))?$/.exec(s)
+  const ip = m ? m[1] : s
+  const port = m?.[2] === undefined ? 1 : Number(m[2])
+  return isIP(ip) !== 0 && port >= 1 && port <= 65535
+}, 'each entry must be ip or ip:port')
+// express `trust proxy` entries: a named range or an address with an optional prefix length
+const proxyEntry = z.string().refine((s) => {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(s)) return true
+  const [ip, bits, extra] = s.split('/')
+  return extra === undefined && isIP(ip) !== 0 && (bits === undefined || /^\d{1,3}$/.test(bits))
+}, 'each entry must be loopback, linklocal, uniquelocal or an address with an optional /prefix')
+const list = (item: z.ZodType<string, string>) =>
+  z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(item))
+
 const vars = {
   PDS_PORT: int(0, 65535).default(2583),
   PDS_BIND: z.string().min(1).default('0.0.0.0'),
@@ -25,6 +45,8 @@ const vars = {
     .string()
     .regex(/^[a-zA-Z0-9.-]+$/, 'must be a bare host name')
     .default('localhost'),
+  PDS_DEV_MODE: bool.optional(),
+  PDS_DNS_NAMESERVERS: list(nameserver).default([]),
   PDS_PUBLIC_URL: url.optional(),
   PDS_DATA_DIRECTORY: z.string().min(1).default('./data'),
   PDS_BLOBSTORE_DISK_LOCATION: z.string().min(1).optional(),
@@ -66,7 +88,7 @@ const vars = {
     .string()
     .default('')
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)),
-  PDS_TRUST_PROXY: z.string().min(1).default('loopback, uniquelocal'),
+  PDS_TRUST_PROXY: list(proxyEntry).default(['loopback']),
   PDS_CRAWLERS: urlList.default([]),
   PDS_BSKY_APP_VIEW_URL: url.optional(),
   PDS_BSKY_APP_VIEW_DID: z.string().regex(/^did:[a-z]+:\S+$/, 'must be a DID').optional(),
@@ -90,6 +112,10 @@ export type Config = {
   port: number
   bind: string
   hostname: string
+  /** http and private addresses allowed for outgoing requests a caller or a foreign document chose */
+  devMode: boolean
+  /** `ip[:port]` servers every DNS lookup goes to; empty = the system's resolver */
+  dnsNameservers: string[]
   serviceDid: string
   publicUrl: string
   dataDir: string
@@ -120,7 +146,7 @@ export type Config = {
   rateLimitBypassKey?: string
   rateLimitBypassIps: string[]
   /** express `trust proxy`: whose X-Forwarded-For is believed for the client address */
-  trustProxy: string
+  trustProxy: string[]
   crawlers: string[]
   appView?: { url: string; did: string }
   metrics: boolean
@@ -182,6 +208,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: v.PDS_PORT,
     bind: v.PDS_BIND,
     hostname: v.PDS_HOSTNAME,
+    devMode: v.PDS_DEV_MODE ?? /(^|\.)localhost$/i.test(v.PDS_HOSTNAME),
+    dnsNameservers: v.PDS_DNS_NAMESERVERS,
     serviceDid: `did:web:${v.PDS_HOSTNAME}`,
     publicUrl,
     dataDir,

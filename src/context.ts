@@ -10,6 +10,7 @@ import type { Mailer } from './mail/index.js'
 import type { BlobStore } from './repo/blobstore.js'
 import type { Metrics } from './metrics.js'
 import type { ImportHooks } from './migration/import-repo.js'
+import type { OutboundGuard } from './net/guard.js'
 
 /** fault injection for tests (StartOptions.testHooks); never set in production */
 export type TestHooks = { importRepo?: ImportHooks }
@@ -29,5 +30,7 @@ export type Services = {
   blobstore: BlobStore
   /** Prometheus counters; modules bump theirs (e.g. metrics.emailFailures.inc()) */
   metrics: Metrics
+  /** requests to addresses a caller or a foreign document chose go through this */
+  outbound: OutboundGuard
   testHooks?: TestHooks
 }

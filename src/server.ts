@@ -30,6 +30,7 @@ import { RateLimits, type RateLimitTuning } from './auth/rate-limits.js'
 import { DidResolver } from './identity/did-resolver.js'
 import { createProxy } from './proxy/index.js'
 import { createMetrics, type Metrics } from './metrics.js'
+import { OutboundGuard } from './net/guard.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
 
 export const version: string = JSON.parse(
@@ -88,6 +89,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
         })
       : undefined
   await wakeup?.start()
+  const outbound = new OutboundGuard({ devMode: config.devMode, nameservers: config.dnsNameservers })
   const services: Services = {
     firehose,
     config,
@@ -96,9 +98,10 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
     metrics,
-    oauth: await createOAuthServices(config),
+    oauth: await createOAuthServices(config, outbound),
     mailer: countFailures(createMailer(config.email, logger), metrics),
     blobstore: new DiskBlobStore(config.blobDir),
+    outbound,
     testHooks: opts.testHooks,
   }
   // one connection for shared state (rate-limit counters); commands fail fast while it is down
@@ -108,7 +111,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
   if (redis) await redisReady(redis, logger)
   const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
-  const didResolver = new DidResolver(db, config.plcUrl)
+  const didResolver = new DidResolver(db, config.plcUrl, outbound)
 
   const api = createXrpcServer({
     validateResponse: opts.validateResponses ?? false,
@@ -195,7 +198,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
 
 // Stop accepting, let in-flight requests finish (cut off after 4 s so exit stays within 5 s),
 // then close the store.
-async function shutdown(http: HttpServer, { db, logger, firehose, oauth }: Services, xrpc: XrpcServer) {
+async function shutdown(http: HttpServer, { db, logger, firehose, oauth, outbound }: Services, xrpc: XrpcServer) {
   const done = new Promise<void>((resolve) => http.close(() => resolve()))
   closeStreams(xrpc)
   // keep-alive connections turn idle as their last response ends: close them as they do
@@ -205,7 +208,7 @@ async function shutdown(http: HttpServer, { db, logger, firehose, oauth }: Servi
   clearInterval(sweep)
   clearTimeout(timer)
   await firehose.stop()
-  await Promise.all([db.destroy(), oauth.close()])
+  await Promise.all([db.destroy(), oauth.close(), outbound.close()])
   logger.info('pds stopped')
 }
 

@@ -38,6 +38,10 @@ describe('configuration', () => {
     ['PDS_PROXY_TIMEOUT_MS', 'soon'],
     ['PDS_PROXY_MAX_RESPONSE_BYTES', '-5'],
     ['PDS_CRAWL_INTERVAL_MINUTES', '0'],
+    ['PDS_DEV_MODE', 'sometimes'],
+    ['PDS_DNS_NAMESERVERS', '1.1.1.1,dns.example'],
+    ['PDS_DNS_NAMESERVERS', '1.1.1.1:99999'],
+    ['PDS_TRUST_PROXY', 'loopback, everyone'],
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${JSON.stringify(value)} with a message naming it`, () => {
@@ -45,6 +49,27 @@ describe('configuration', () => {
       expect(() => loadConfig({ ...base(), [name]: value })).toThrowError(new RegExp(`^${name}: `))
     })
   }
+
+  it('runs in development mode on localhost names only, unless PDS_DEV_MODE says otherwise', () => {
+    const mode = (env: Record<string, string>) => loadConfig({ ...base(), ...env }).devMode
+    expect(mode({})).toBe(true)
+    expect(mode({ PDS_HOSTNAME: 'pds2.localhost' })).toBe(true)
+    expect(mode({ PDS_HOSTNAME: 'pds.example.com' })).toBe(false)
+    expect(mode({ PDS_HOSTNAME: 'localhost.example.com' })).toBe(false)
+    expect(mode({ PDS_DEV_MODE: 'false' })).toBe(false)
+    expect(mode({ PDS_HOSTNAME: 'pds.example.com', PDS_DEV_MODE: 'true' })).toBe(true)
+  })
+
+  it('reads PDS_DNS_NAMESERVERS as a list of ip[:port]', () => {
+    const servers = '1.1.1.1, 127.0.0.1:5353,[2606:4700::1111]:53,2606:4700::1001'
+    expect(loadConfig({ ...base(), PDS_DNS_NAMESERVERS: servers }).dnsNameservers).toEqual([
+      '1.1.1.1',
+      '127.0.0.1:5353',
+      '[2606:4700::1111]:53',
+      '2606:4700::1001',
+    ])
+    expect(loadConfig(base()).dnsNameservers).toEqual([])
+  })
 
   it('applies the documented defaults', () => {
     const c = loadConfig(base())

@@ -1,9 +1,9 @@
-// Discoverable clients: the metadata document is fetched once, validated and cached; http on
-// loopback only when the server itself runs on localhost; private addresses refused (SSRF).
+// Discoverable clients: the metadata document is fetched once, validated and cached; http and
+// loopback only in development mode (a localhost server); private addresses refused (SSRF).
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { isForbiddenAddress } from '../src/oauth/clients.js'
+import { isPublicAddress } from '../src/net/guard.js'
 import { describe, startTestPds, type TestPds } from './harness.js'
 import { dpopKey, openPage, par, post, pkce, REDIRECT } from './oauth-helpers.js'
 
@@ -111,11 +111,10 @@ describe('discoverable OAuth clients', () => {
 
   it('classifies private, link-local and loopback addresses', () => {
     for (const a of ['10.1.2.3', '192.168.0.1', '172.16.5.5', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '::']) {
-      expect(isForbiddenAddress(a, false), a).toBe(true)
+      expect(isPublicAddress(a), a).toBe(false)
     }
-    expect(isForbiddenAddress('127.0.0.1', false)).toBe(true)
-    expect(isForbiddenAddress('127.0.0.1', true)).toBe(false)
-    expect(isForbiddenAddress('::1', true)).toBe(false)
-    for (const a of ['93.184.216.34', '2606:4700::1111', '8.8.8.8']) expect(isForbiddenAddress(a, false), a).toBe(false)
+    expect(isPublicAddress('127.0.0.1')).toBe(false)
+    expect(isPublicAddress('::1')).toBe(false)
+    for (const a of ['93.184.216.34', '2606:4700::1111', '8.8.8.8']) expect(isPublicAddress(a), a).toBe(true)
   })
 })

@@ -161,6 +161,21 @@ describe('service proxying', () => {
     expect(appview.seen[0].claims).toMatchObject({ aud: appview.did, lxm: 'chat.bsky.convo.listConvos' })
   })
 
+  it('holds chat to a privileged app password whatever the case of its namespace', async () => {
+    const created = await xrpc(pds.url, 'com.atproto.server.createAppPassword', { headers: bearer(alice.accessJwt), body: { name: 'casual' } })
+    expect(created.status, created.text).toBe(200)
+    const session = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: 'alice.test', password: created.body.password } })
+    const jwt = session.body.accessJwt
+    appview.seen.length = 0
+    for (const nsid of ['chat.bsky.convo.listConvos', 'CHAT.bsky.convo.listConvos', 'Chat.Bsky.convo.listConvos']) {
+      for (const headers of [{}, { 'atproto-proxy': `${appview.did}#bsky_chat` }]) {
+        const res = await xrpc(pds.url, nsid, { headers: { ...bearer(jwt), ...headers } })
+        expect([nsid, res.status, res.body.error]).toEqual([nsid, 403, 'InsufficientScope'])
+      }
+    }
+    expect(appview.seen).toHaveLength(0)
+  })
+
   it('streams a procedure body through unchanged', async () => {
     appview.seen.length = 0
     const body = JSON.stringify({ items: Array.from({ length: 2000 }, (_, i) => ({ i, s: 'abcdefghij' })) })

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import express from 'express'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../src/config.js'
 import { describe, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
@@ -26,6 +27,22 @@ describe('rate limits', () => {
 
   it('are on unless turned off', () => {
     expect(loadConfig({ PDS_DATA_DIRECTORY: '/tmp/x', PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64) }).rateLimitsEnabled).toBe(true)
+  })
+
+  it('believes X-Forwarded-For from loopback only, unless PDS_TRUST_PROXY names more', () => {
+    const trusted = (env: Record<string, string> = {}) => {
+      const config = loadConfig({ PDS_DATA_DIRECTORY: '/tmp/x', PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64), ...env })
+      // what the server sets: express asks this function whether a hop's address may forward
+      const trust = express().set('trust proxy', config.trustProxy).get('trust proxy fn') as (addr: string, i: number) => boolean
+      return (addr: string) => trust(addr, 0)
+    }
+    const byDefault = trusted()
+    for (const a of ['127.0.0.1', '::1', '::ffff:127.0.0.1']) expect(byDefault(a), a).toBe(true)
+    // behind a bridge network every client could otherwise pick its own address
+    for (const a of ['10.0.0.1', '172.17.0.1', '192.168.1.1', 'fd00::1', 'fe80::1', '203.0.113.5']) expect(byDefault(a), a).toBe(false)
+    const docker = trusted({ PDS_TRUST_PROXY: 'loopback, 172.16.0.0/12' })
+    expect(docker('172.17.0.1')).toBe(true)
+    expect(docker('10.0.0.1')).toBe(false)
   })
 
   describe('with the default budgets', () => {

@@ -1,6 +1,8 @@
-// Resolves the DID documents of other services (proxy targets): did:web over HTTPS (plain HTTP
-// for loopback hosts, which is how tests stand services up), did:plc from PDS_DID_PLC_URL or,
-// without one, the local operation log. Documents are cached for an hour.
+// Resolves the DID documents of other services (proxy targets): did:web over HTTPS through the
+// outbound guard (plain HTTP for loopback hosts in development mode, which is how tests stand
+// services up), did:plc from PDS_DID_PLC_URL or, without one, the local operation log. Documents
+// are cached for an hour.
+import type { OutboundGuard } from '../net/guard.js'
 import { request } from '../outbound.js'
 import type { Db } from '../db/index.js'
 import { latestOp, renderDidDoc } from './plc.js'
@@ -25,6 +27,7 @@ export class DidResolver {
   constructor(
     private db: Db,
     private plcUrl: string | undefined,
+    private outbound: OutboundGuard,
   ) {}
 
   /** the document, or null when the DID does not resolve */
@@ -50,23 +53,25 @@ export class DidResolver {
       if (!rest || rest.includes(':')) return null
       const host = decodeURIComponent(rest)
       if (!/^[a-zA-Z0-9.-]+(:\d+)?$|^\[::1\](:\d+)?$/.test(host)) return null
-      const scheme = LOOPBACK.test(host) ? 'http' : 'https'
-      return this.getJson(`${scheme}://${host}/.well-known/did.json`)
+      const scheme = LOOPBACK.test(host) && this.outbound.devMode ? 'http' : 'https'
+      return this.getJson(`${scheme}://${host}/.well-known/did.json`, true)
     }
     if (did.startsWith('did:plc:')) {
-      if (this.plcUrl) return this.getJson(`${this.plcUrl}/${encodeURIComponent(did)}`)
+      // the operator's directory is trusted wherever it points
+      if (this.plcUrl) return this.getJson(`${this.plcUrl}/${encodeURIComponent(did)}`, false)
       const latest = await latestOp(this.db, did)
       return latest ? (renderDidDoc(did, latest.op) as unknown as ServiceDidDoc) : null
     }
     return null
   }
 
-  private async getJson(url: string): Promise<ServiceDidDoc | null> {
-    const res = await request(url, {
+  private async getJson(url: string, guarded: boolean): Promise<ServiceDidDoc | null> {
+    const opts = {
       headersTimeout: TIMEOUT_MS,
       bodyTimeout: TIMEOUT_MS,
       headers: { accept: 'application/did+ld+json, application/json' },
-    })
+    }
+    const res = guarded ? await this.outbound.request(url, opts) : await request(url, opts)
     if (res.statusCode !== 200) {
       await res.body.dump()
       return null

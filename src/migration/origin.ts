@@ -1,7 +1,7 @@
 // Origin side of account migration (part 2 §4.8): resolving the destination, the migrating-out
 // state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
-import { request } from '../outbound.js'
+import type { OutboundGuard } from '../net/guard.js'
 import type { Services } from '../context.js'
 import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'
@@ -11,34 +11,34 @@ import { newJti, type TokenKeys } from '../auth/session-tokens.js'
 export const MIGRATION_TOKEN_TTL_S = 60 * 60
 const FETCH_TIMEOUT_MS = 5000
 const MAX_DOC_BYTES = 64 * 1024
-const LOOPBACK_HOST = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/
 
 export type Destination = { did: string; endpoint: string }
 
 const bad = (why: string) => xrpcError('BadDestination', `The destination does not resolve: ${why}`)
 
-/** step 1 and 2: `to` as a URL (HTTPS unless this server runs on localhost), its did.json */
-export async function resolveDestination(to: string, ownPublicUrl: string, ownDid: string): Promise<Destination> {
+/** step 1 and 2: `to` as a URL (HTTPS outside development mode), its did.json */
+export async function resolveDestination(to: string, outbound: OutboundGuard, ownDid: string): Promise<Destination> {
   let url: URL
   try {
     url = new URL(to)
   } catch {
     throw bad('`to` is not a URL')
   }
-  const local = LOOPBACK_HOST.test(new URL(ownPublicUrl).hostname)
-  if (url.protocol !== 'https:' && !(local && url.protocol === 'http:')) throw bad('`to` must be an https URL')
+  if (!outbound.allowsScheme(url)) throw bad('`to` must be an https URL')
   const docUrl = new URL('/.well-known/did.json', url)
+  // one answer for a refused, closed, silent or failing host, so the error probes nothing
+  const unreachable = () => bad('its DID document could not be fetched')
   let text: string
   try {
-    const res = await request(docUrl, {
+    const res = await outbound.request(docUrl, {
       headersTimeout: FETCH_TIMEOUT_MS,
       bodyTimeout: FETCH_TIMEOUT_MS,
-      maxRedirections: 0,
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
       headers: { accept: 'application/did+ld+json, application/json' },
-    } as never)
+    })
     if (res.statusCode !== 200) {
       await res.body.dump()
-      throw bad(`${docUrl} answered ${res.statusCode}`)
+      throw unreachable()
     }
     const chunks: Buffer[] = []
     let size = 0
@@ -53,7 +53,7 @@ export async function resolveDestination(to: string, ownPublicUrl: string, ownDi
     text = Buffer.concat(chunks).toString('utf8')
   } catch (err) {
     if ((err as { error?: string }).error === 'BadDestination') throw err
-    throw bad(`${docUrl} could not be fetched`)
+    throw unreachable()
   }
   let doc: any
   try {
@@ -78,11 +78,11 @@ export async function resolveDestination(to: string, ownPublicUrl: string, ownDi
   return { did: doc.id, endpoint: svc.serviceEndpoint.replace(/\/+$/, '') }
 }
 
-type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger'>
+type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger' | 'outbound'>
 
 /** steps 3 to 5: migrating-out, the token, the best-effort `#account` event */
 export async function startMigrationOut(deps: Deps, account: AccountRow, to: string) {
-  const destination = await resolveDestination(to, deps.config.publicUrl, deps.config.serviceDid)
+  const destination = await resolveDestination(to, deps.outbound, deps.config.serviceDid)
   await deps.db
     .updateTable('account')
     .set({ migration_state: 'migrating-out', migration_destination: destination.did })

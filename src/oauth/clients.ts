@@ -1,12 +1,8 @@
 // OAuth clients (atproto OAuth profile): a loopback client (`http://localhost?redirect_uri=…&scope=…`,
 // nothing fetched) or a discoverable client whose client_id is the URL of its metadata document,
-// fetched once (size- and time-limited, no redirects) and cached for ten minutes. Private, loopback and link-local
-// addresses are refused (SSRF) unless the server itself runs on localhost and the client is on
-// loopback.
-import { lookup } from 'node:dns'
-import { isIP } from 'node:net'
-import type { Agent } from 'undici'
-import { request, undici } from '../outbound.js'
+// fetched once through the outbound guard (size- and time-limited, no redirects, no private
+// addresses outside development mode) and cached for ten minutes.
+import type { OutboundGuard } from '../net/guard.js'
 
 export type ClientMetadata = {
   client_id: string
@@ -28,21 +24,8 @@ const CACHE_TTL_MS = 10 * 60 * 1000
 
 export class ClientResolver {
   private cache = new Map<string, { metadata: ClientMetadata; expires: number }>()
-  private agent: Promise<Agent> | undefined
 
-  constructor(private opts: { allowLoopbackHttp: boolean }) {}
-
-  // made on the first metadata fetch: most servers only ever see loopback or cached clients
-  private dispatcher(): Promise<Agent> {
-    return (this.agent ??= undici().then(
-      ({ Agent }) =>
-        new Agent({
-          connect: { lookup: guardedLookup(this.opts.allowLoopbackHttp), timeout: FETCH_TIMEOUT_MS },
-          headersTimeout: FETCH_TIMEOUT_MS,
-          bodyTimeout: FETCH_TIMEOUT_MS,
-        }),
-    ))
-  }
+  constructor(private outbound: OutboundGuard) {}
 
   async resolve(clientId: string): Promise<ClientMetadata> {
     let url: URL
@@ -62,24 +45,17 @@ export class ClientResolver {
   }
 
   private async fetchMetadata(clientId: string, url: URL): Promise<ClientMetadata> {
-    const loopbackHost = isLoopbackHost(url.hostname)
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackHost && this.opts.allowLoopbackHttp)) {
-      throw new ClientError('client_id must be an https URL')
-    }
+    if (!this.outbound.allowsScheme(url)) throw new ClientError('client_id must be an https URL')
     if (url.hash || url.username || url.password) throw new ClientError('client_id must not carry a fragment or credentials')
-    // an IP literal is dialled without a lookup, so the address guard must happen here
-    if (isIP(url.hostname.replace(/^\[|\]$/g, '')) && !(loopbackHost && this.opts.allowLoopbackHttp)) {
-      throw new ClientError('client_id must name a host')
-    }
     let json: unknown
     try {
-      const res = await request(url, {
+      const res = await this.outbound.request(url, {
         method: 'GET',
-        dispatcher: await this.dispatcher(),
         headers: { accept: 'application/json' },
-        maxRedirections: 0,
+        headersTimeout: FETCH_TIMEOUT_MS,
+        bodyTimeout: FETCH_TIMEOUT_MS,
         signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
-      } as Parameters<typeof request>[1])
+      })
       if (res.statusCode !== 200) {
         await res.body.dump()
         throw new ClientError(`client metadata answered ${res.statusCode}`)
@@ -99,11 +75,7 @@ export class ClientResolver {
       if (err instanceof ClientError) throw err
       throw new ClientError('client metadata could not be fetched')
     }
-    return validateMetadata(clientId, json, this.opts.allowLoopbackHttp)
-  }
-
-  async close() {
-    await (await this.agent)?.close()
+    return validateMetadata(clientId, json, this.outbound.devMode)
   }
 }
 
@@ -185,35 +157,4 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
 function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '')
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h)
-}
-
-/** refuses addresses a server-side fetch must not reach (private, link-local, loopback, …) */
-export function isForbiddenAddress(addr: string, allowLoopback: boolean): boolean {
-  const v4 = addr.startsWith('::ffff:') ? addr.slice(7) : addr
-  if (isIP(v4) === 4) {
-    const [a, b] = v4.split('.').map(Number)
-    if (a === 127) return !allowLoopback
-    return (
-      a === 0 || a === 10 || (a === 100 && b >= 64 && b <= 127) || (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || a >= 224 || (a === 198 && (b === 18 || b === 19))
-    )
-  }
-  const v6 = addr.toLowerCase()
-  if (v6 === '::1') return !allowLoopback
-  return v6 === '::' || v6.startsWith('fe8') || v6.startsWith('fe9') || v6.startsWith('fea') || v6.startsWith('feb') ||
-    v6.startsWith('fc') || v6.startsWith('fd') || v6.startsWith('ff')
-}
-
-// Checked at connect time, on the address actually dialled, so DNS rebinding cannot slip past.
-function guardedLookup(allowLoopback: boolean) {
-  return (hostname: string, options: object, cb: (...args: any[]) => void) => {
-    lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return cb(err)
-      const list = addresses as { address: string; family: number }[]
-      const allowed = list.filter((a) => !isForbiddenAddress(a.address, allowLoopback))
-      if (!allowed.length) return cb(Object.assign(new Error(`refusing to fetch from ${hostname}`), { code: 'EFORBIDDEN' }))
-      if ((options as { all?: boolean }).all) cb(null, allowed)
-      else cb(null, allowed[0].address, allowed[0].family)
-    })
-  }
 }

@@ -2,7 +2,9 @@
 // `atproto-proxy: <did>#<service>` (or, for app.bsky.* and chat.bsky.*, going to the configured
 // AppView), is forwarded for the signed-in caller with a fresh service-auth JWT signed by the
 // account's repository key. Bodies stream both ways; only allow-listed headers cross; time and
-// size are bounded. Without a target the method stays 501 MethodNotImplemented.
+// size are bounded. Without a target the method stays 501 MethodNotImplemented. A target named by
+// the header comes from someone's DID document, so it is reached through the outbound guard; only
+// the configured AppView is dialled directly.
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { NextFunction, Request, Response } from 'express'
@@ -36,11 +38,15 @@ const RES_HEADERS = [
   'retry-after',
 ]
 
-export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth' | 'logger' | 'metrics'> & {
+export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth' | 'logger' | 'metrics' | 'outbound'> & {
   didResolver: DidResolver
 }
 
-type Target = { did: string; url: string }
+/** `trusted`: configured by the operator, so not subject to the outbound guard */
+type Target = { did: string; url: string; trusted: boolean }
+
+// NSID authorities are case-insensitive: `CHAT.bsky.` is chat as much as `chat.bsky.` is
+const inNamespace = (nsid: string, prefix: string) => nsid.toLowerCase().startsWith(prefix)
 
 export function createProxy(deps: ProxyDeps) {
   const { config, logger } = deps
@@ -55,7 +61,7 @@ export function createProxy(deps: ProxyDeps) {
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
       const creds = await verifyAccessRequest(req, res, deps)
       // chat reaches private messages: app passwords need the privileged flag (DECISIONS.md 1)
-      if (nsid.startsWith('chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
+      if (inNamespace(nsid, 'chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
       }
       const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
@@ -84,8 +90,8 @@ export function createProxy(deps: ProxyDeps) {
 
   function appViewDefault(nsid: string, { config }: ProxyDeps): Target | undefined {
     if (!config.appView) return undefined
-    if (!nsid.startsWith('app.bsky.') && !nsid.startsWith('chat.bsky.')) return undefined
-    return { did: config.appView.did, url: config.appView.url }
+    if (!inNamespace(nsid, 'app.bsky.') && !inNamespace(nsid, 'chat.bsky.')) return undefined
+    return { did: config.appView.did, url: config.appView.url, trusted: true }
   }
 
   async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps) {
@@ -102,7 +108,8 @@ export function createProxy(deps: ProxyDeps) {
     const url = target.url + req.url
     let upstream
     try {
-      upstream = await request(url, {
+      const send = target.trusted ? request : deps.outbound.request.bind(deps.outbound)
+      upstream = await send(url, {
         method: req.method as 'GET' | 'POST',
         headers,
         body: hasBody ? req.pipe(byteLimit(limit, () => xrpcError('PayloadTooLarge', 'Request body too large'))) : undefined,
@@ -147,7 +154,7 @@ async function parseProxyHeader(value: string, resolver: DidResolver): Promise<T
   if (!doc) throw xrpcError('InvalidRequest', `could not resolve proxy did ${did}`)
   const url = serviceEndpoint(doc, value.slice(hash))
   if (!url) throw xrpcError('InvalidRequest', 'could not resolve proxy did service url')
-  return { did, url }
+  return { did, url, trusted: false }
 }
 
 /** passes bytes through until `max`, then fails with `error()` */

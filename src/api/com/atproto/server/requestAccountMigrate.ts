@@ -5,7 +5,7 @@ import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
 import { startMigrationOut } from '../../../../migration/origin.js'
 
-export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger'>) =>
+export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger' | 'outbound'>) =>
   api.com.atproto.server.requestAccountMigrate<AccessAuth>(async ({ auth, input }) => {
     const out = await startMigrationOut(deps, auth.credentials.account, input.body.to)
     return { encoding: 'application/json', body: out }
