@@ -11,6 +11,7 @@ import type { BlobStore } from './repo/blobstore.js'
 import type { Metrics } from './metrics.js'
 import type { ImportHooks } from './migration/import-repo.js'
 import type { OutboundGuard } from './net/guard.js'
+import type { DidResolver } from './identity/did-resolver.js'
 
 /** fault injection for tests (StartOptions.testHooks); never set in production */
 export type TestHooks = { importRepo?: ImportHooks }
@@ -32,5 +33,7 @@ export type Services = {
   metrics: Metrics
   /** requests to addresses a caller or a foreign document chose go through this */
   outbound: OutboundGuard
+  /** other identities' DID documents (proxy targets, resolveIdentity), cached */
+  didResolver: DidResolver
   testHooks?: TestHooks
 }

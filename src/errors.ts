@@ -49,6 +49,7 @@ const named = {
   RepoNotFound: 404,
   NotFound: 404,
   DidNotFound: 404,
+  HeadNotFound: 404,
   // others
   PayloadTooLarge: 413,
   RateLimitExceeded: 429,

@@ -102,6 +102,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     mailer: countFailures(createMailer(config.email, logger), metrics),
     blobstore: new DiskBlobStore(config.blobDir),
     outbound,
+    didResolver: new DidResolver(db, config.plcUrl, outbound),
     testHooks: opts.testHooks,
   }
   // one connection for shared state (rate-limit counters); commands fail fast while it is down
@@ -111,14 +112,13 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
   if (redis) await redisReady(redis, logger)
   const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
-  const didResolver = new DidResolver(db, config.plcUrl, outbound)
 
   const api = createXrpcServer({
     validateResponse: opts.validateResponses ?? false,
     payload: { jsonLimit: JSON_LIMIT, blobLimit: config.blobUploadLimit, textLimit: JSON_LIMIT },
     errorParser: (err) => toXrpcError(err, logger),
     rateLimits: rateLimits.xrpcOptions(),
-    catchall: createProxy({ ...services, didResolver }),
+    catchall: createProxy(services),
   })
   skipAuthResultParsing(api.xrpc)
   const xrpcRoutes = exactXrpcRoutes(api.xrpc, { validateResponses: opts.validateResponses ?? false })

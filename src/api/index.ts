@@ -68,6 +68,12 @@ import identitySubmitPlcOperation from './com/atproto/identity/submitPlcOperatio
 import repoImportRepo from './com/atproto/repo/importRepo.js'
 import repoListMissingBlobs from './com/atproto/repo/listMissingBlobs.js'
 import syncListMissingBlobs from './com/atproto/sync/listMissingBlobs.js'
+import tempCheckSignupQueue from './com/atproto/temp/checkSignupQueue.js'
+import tempCheckHandleAvailability from './com/atproto/temp/checkHandleAvailability.js'
+import identityResolveIdentity from './com/atproto/identity/resolveIdentity.js'
+import identityRefreshIdentity from './com/atproto/identity/refreshIdentity.js'
+import syncGetHead from './com/atproto/sync/getHead.js'
+import syncGetCheckout from './com/atproto/sync/getCheckout.js'
 
 const handlers: ((api: Server, s: Services) => void)[] = [
   createAccount,
@@ -136,6 +142,13 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   repoImportRepo,
   repoListMissingBlobs,
   syncListMissingBlobs,
+  // what today's clients call besides: sign-up helpers, full identities, deprecated sync reads
+  tempCheckSignupQueue,
+  tempCheckHandleAvailability,
+  identityResolveIdentity,
+  identityRefreshIdentity,
+  syncGetHead,
+  syncGetCheckout,
 ]
 
 /** mounts the handlers and returns the method ids they registered */

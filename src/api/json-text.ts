@@ -21,3 +21,11 @@ export function assertValidJsonText(lex: Lexicons, nsid: string, output: unknown
   const { buffer } = output as unknown as { buffer: Buffer }
   lex.assertValidXrpcOutput(nsid, jsonToLex(JSON.parse(buffer.toString('utf8'))))
 }
+
+/**
+ * `{}` for a procedure whose official lexicon declares no output: official clients accept any
+ * body there, and callers that parse the answer as JSON get an object.
+ */
+export function emptyObject(): void {
+  return jsonText('{}') as unknown as void
+}

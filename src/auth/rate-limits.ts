@@ -47,6 +47,8 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
     { durationMs: DAY, points: 35000 },
   ],
   upload: [{ durationMs: HOUR, points: 1000 }],
+  // a sign-up form asks once per pause in typing; a scan of who has which handle costs more
+  handleCheck: [{ durationMs: 5 * MINUTE, points: 300 }],
 }
 
 type Ctx = HandlerContext
@@ -66,6 +68,7 @@ const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   resetPassword: ip,
   write: (ctx) => did(ctx) ?? ip(ctx),
   upload: (ctx) => did(ctx) ?? ip(ctx),
+  handleCheck: ip,
 }
 
 const WRITE_POINTS: Record<string, number> = {

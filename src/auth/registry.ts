@@ -13,7 +13,7 @@ export type Check =
   | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
 
 export type Scope = 'atproto' | 'transition:generic'
-export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload'
+export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload' | 'handleCheck'
 
 export type Row = {
   check: Check
@@ -64,6 +64,13 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.describeServer': { check: 'none' },
   'com.atproto.identity.resolveHandle': { check: 'none' },
   'com.atproto.identity.resolveDid': { check: 'none' },
+  'com.atproto.identity.resolveIdentity': { check: 'none' },
+  // a refresh makes this server fetch documents again: only for signed-in callers
+  'com.atproto.identity.refreshIdentity': { check: 'access', scope: 'atproto' },
+
+  // sign-up: the form checks handles as the user types; the app asks about the queue afterwards
+  'com.atproto.temp.checkHandleAvailability': { check: 'none', rateLimit: 'handleCheck' },
+  'com.atproto.temp.checkSignupQueue': { check: 'access', scope: 'atproto' },
 
   // part 2 §4.6 and §4.7: invites and service auth
   'com.atproto.server.getAccountInviteCodes': { check: 'access', scope: 'atproto' },
@@ -93,6 +100,8 @@ export const registry: Record<string, Row> = {
   'com.atproto.sync.getRepo': { check: 'none', migrationToken: true },
   'com.atproto.sync.getBlob': { check: 'none', migrationToken: true },
   'com.atproto.sync.getLatestCommit': { check: 'none' },
+  'com.atproto.sync.getHead': { check: 'none' },
+  'com.atproto.sync.getCheckout': { check: 'none' },
   'com.atproto.sync.getRecord': { check: 'none' },
   'com.atproto.sync.getBlocks': { check: 'none' },
   'com.atproto.sync.getRepoStatus': { check: 'none' },

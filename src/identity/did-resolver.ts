@@ -30,10 +30,11 @@ export class DidResolver {
     private outbound: OutboundGuard,
   ) {}
 
-  /** the document, or null when the DID does not resolve */
-  async resolve(did: string): Promise<ServiceDidDoc | null> {
-    const hit = this.cache.get(did)
+  /** the document, or null when the DID does not resolve; `fresh`: fetched again, not cached */
+  async resolve(did: string, opts: { fresh?: boolean } = {}): Promise<ServiceDidDoc | null> {
+    const hit = opts.fresh ? undefined : this.cache.get(did)
     if (hit && hit.expires > Date.now()) return hit.doc
+    this.cache.delete(did)
     let doc: ServiceDidDoc | null
     try {
       doc = await this.fetchDoc(did)

@@ -33,9 +33,15 @@ export async function syncRepo(db: Store, did: string, opts: { allowDeactivated?
   const account = await findRepoAccount(db, did)
   const root = account && (await db.selectFrom('repo_root').selectAll().where('did', '=', did).executeTakeFirst())
   if (!account || !root) throw xrpcError('RepoNotFound', `Could not find repo for DID: ${did}`)
+  return { account: gateSyncRead(account, opts), root }
+}
+
+/** the status answers of the sync reads for an account that exists */
+export function gateSyncRead(account: AccountRow, opts: { allowDeactivated?: boolean } = {}): AccountRow {
+  const did = account.did
   if (account.status === 'takendown') throw xrpcError('RepoTakendown', `Repo has been taken down: ${did}`)
   if (account.status === 'deactivated' && !opts.allowDeactivated) throw xrpcError('RepoDeactivated', `Repo has been deactivated: ${did}`)
-  return { account, root }
+  return account
 }
 
 /** the write handlers' check that `repo` is the caller's own */

@@ -1,5 +1,5 @@
 // com.atproto.identity.requestPlcOperationSignature: a plc-operation-signature token (15 minutes)
-// to the account's address.
+// to the account's address; the answer is an empty JSON object.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
@@ -7,6 +7,7 @@ import { xrpcError } from '../../../../errors.js'
 import { issueEmailToken } from '../../../../account/email-tokens.js'
 import { deliver } from '../../../../mail/index.js'
 import { plcOperationMail } from '../../../../mail/templates.js'
+import { emptyObject } from '../../../json-text.js'
 
 export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
   api.com.atproto.identity.requestPlcOperationSignature<AccessAuth>(async ({ auth }) => {
@@ -14,4 +15,5 @@ export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
     if (!email) throw xrpcError('InvalidRequest', 'This account has no email address')
     const token = await issueEmailToken(db, did, 'plc-operation-signature')
     await deliver(mailer, { to: email, ...plcOperationMail(token, handle) })
+    return emptyObject()
   })

@@ -10,6 +10,7 @@ export default (api: Server, { config }: Pick<Services, 'config'>) =>
       availableUserDomains: config.handleDomains,
       inviteCodeRequired: config.inviteRequired,
       phoneVerificationRequired: false,
+      blobUploadLimit: config.blobUploadLimit,
       links: {
         privacyPolicy: config.links.privacyPolicy,
         termsOfService: config.links.termsOfService,
