@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { AtpAgent } from '@atproto/api'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { BlockMap, blocksToCarFile, MemoryBlockstore, Repo, verifyRepoCar, WriteOpAction } from '@atproto/repo'
 import { TID } from '@atproto/common'
@@ -260,10 +261,11 @@ describe('account migration', () => {
     expect(official.body).toEqual(first.body)
     expect(first.body.blobs).toHaveLength(BLOBS * 3)
     expect(new Set(first.body.blobs.map((b: any) => b.cid)).size).toBe(BLOBS)
-    // paged by CID: a page of 7 CIDs carries all 21 references to them
+    // a page holds at most `limit` references, and one CID's references may continue on the next
     const paged = await call(dest, 'com.atproto.sync.listMissingBlobs', destJwt, { params: { limit: '7' } })
-    expect(paged.body.blobs).toHaveLength(21)
-    expect(paged.body.cursor).toBe(paged.body.blobs[20].cid)
+    expect(paged.body.blobs).toEqual(first.body.blobs.slice(0, 7))
+    const next = await call(dest, 'com.atproto.sync.listMissingBlobs', destJwt, { params: { limit: '7', cursor: paged.body.cursor } })
+    expect(next.body.blobs).toEqual(first.body.blobs.slice(7, 14))
     let rounds = 0
     for (;;) {
       const page = await call(dest, 'com.atproto.sync.listMissingBlobs', destJwt, { params: { limit: '5' } })
@@ -280,7 +282,8 @@ describe('account migration', () => {
         expect(up.status).toBe(200)
       }
     }
-    expect(rounds).toBe(4)
+    // five references a page, three records a CID: two CIDs cleared a round
+    expect(rounds).toBe(10)
     // uploaded blobs are referenced at once, never garbage-collected (DECISIONS.md 15)
     const unref = await db.selectFrom('blob').select('cid').where('did', '=', did).where('referenced', '=', 0).execute()
     expect(unref).toEqual([])
@@ -532,6 +535,77 @@ describe('account migration', () => {
     expect((await call(dest, 'com.atproto.server.activateAccount', jwt, { method: 'POST' })).status).toBe(200)
     const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
     expect((await verifyRepoCar(car.bytes, did, `did:key:${reserved}`)).creates).toHaveLength(4)
+  })
+
+  it('pages listMissingBlobs by reference: never more than limit, one CID split across pages', async () => {
+    const { did, jwt } = await joinMigrating('pager')
+    const db = dest.services.db
+    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()).private_key_hex
+    const key = await Secp256k1Keypair.import(hex)
+    const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
+    const [shared, single] = [await blob('shared'), await blob('single')]
+    const image = (ref: CID) => ({ $type: 'blob', ref, mimeType: 'image/png', size: 6 })
+    // five records name one blob, a sixth another
+    const records = [...[0, 1, 2, 3, 4].map((n) => ({ n, image: image(shared) })), { n: 5, image: image(single) }]
+    const storage = new MemoryBlockstore()
+    const repo = await Repo.create(
+      storage,
+      did,
+      key,
+      records.map((record, i) => ({ action: WriteOpAction.Create as const, collection: 'com.example.post', rkey: `p${i}`, record })),
+    )
+    const unsigned = { did, version: 3, data: repo.data.pointer, rev: TID.nextStr(), prev: null }
+    const commit = dagCbor.encode({ ...unsigned, sig: await key.sign(dagCbor.encode(unsigned)) })
+    const commitCid = CID.createV1(dagCbor.code, await sha256.digest(commit))
+    const blocks = new BlockMap()
+    storage.blocks.forEach((bytes, cid) => blocks.set(cid, bytes))
+    blocks.set(commitCid as never, commit)
+    expect((await importCar(jwt, await blocksToCarFile(commitCid as never, blocks))).status).toBe(200)
+
+    const headers = { authorization: `Bearer ${jwt}` }
+    const agent = new AtpAgent({ service: dest.url })
+    const byId = {
+      repo: (limit: number, cursor?: string) => agent.com.atproto.repo.listMissingBlobs({ limit, cursor }, { headers }),
+      sync: (limit: number, cursor?: string) => dest.client().com.atproto.sync.listMissingBlobs({ limit, cursor }, { headers }),
+    }
+    const all = (await byId.repo(1000)).data
+    expect(all.cursor).toBeUndefined()
+    expect(all.blobs).toHaveLength(6)
+    expect(all.blobs.filter((b) => b.cid === shared.toString())).toHaveLength(5)
+    for (const list of Object.values(byId)) {
+      for (const limit of [1, 2, 4, 5]) {
+        const seen: { cid: string; recordUri: string }[] = []
+        let cursor: string | undefined
+        for (let round = 0; round < 10; round++) {
+          const page = (await list(limit, cursor)).data
+          expect(page.blobs.length).toBeLessThanOrEqual(limit)
+          seen.push(...page.blobs)
+          cursor = page.cursor
+          if (!cursor) break
+          // a page ending with a CID's last reference names just that CID
+          const last = page.blobs[page.blobs.length - 1]
+          const continues = all.blobs[seen.length]?.cid === last.cid
+          expect(cursor === last.cid).toBe(!continues)
+        }
+        expect(cursor).toBeUndefined()
+        expect(seen).toEqual(all.blobs)
+      }
+    }
+  })
+
+  it('answers requestPlcOperationSignature with an empty JSON object', async () => {
+    const agent = new AtpAgent({ service: origin.url })
+    await agent.createAccount({ handle: 'empty.test', email: 'empty@example.com', password: PASSWORD })
+    const n = sink.received.length
+    const res = await agent.com.atproto.identity.requestPlcOperationSignature()
+    expect(res.data).toEqual({})
+    expect(res.headers['content-type']).toMatch(/^application\/json/)
+    const generated = await origin.client().com.atproto.identity.requestPlcOperationSignature(undefined, {
+      headers: { authorization: `Bearer ${agent.session!.accessJwt}` },
+    })
+    expect(generated.data).toEqual({})
+    await sink.waitFor(n + 2)
+    expect(sink.received.slice(n).map((m) => m.body.to)).toEqual(['empty@example.com', 'empty@example.com'])
   })
 
   it('answers BadDestination for every way the destination fails to resolve, changing nothing', async () => {
