@@ -63,6 +63,7 @@ describe('discovery endpoints', () => {
       availableUserDomains: ['.test'],
       inviteCodeRequired: false,
       phoneVerificationRequired: false,
+      blobUploadLimit: 104_857_600,
       links: {},
       contact: { email: 'admin@example.com' },
     })
