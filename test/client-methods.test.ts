@@ -52,6 +52,9 @@ describe("methods today's clients call", () => {
     })
     expect((await generated).data).toEqual({ activated: true })
     expect(await errorOf(pds.client().com.atproto.temp.checkSignupQueue())).toBe('AuthMissing')
+    // a deactivated account is refused, as on every method migration does not need
+    await agent.com.atproto.server.deactivateAccount({})
+    expect(await errorOf(agent.com.atproto.temp.checkSignupQueue())).toBe('AccountDeactivated')
   })
 
   it('checks handle availability with the sign-up rules and suggests free handles', async () => {

@@ -8,7 +8,7 @@ import { xrpcError } from '../errors.js'
 import { resolveFromDirectory } from './directory.js'
 import { resolveHandleDid } from './handle-resolver.js'
 
-export const HANDLE_INVALID = 'handle.invalid'
+const HANDLE_INVALID = 'handle.invalid'
 
 type Deps = Pick<Services, 'db' | 'config' | 'didResolver'>
 type Opts = { fresh?: boolean }
