@@ -3,7 +3,6 @@
 import { isValidHandle, normalizeHandle } from '@atproto/syntax'
 import type { Store } from '../db/schema.js'
 import { xrpcError } from '../errors.js'
-import type { Store } from '../db/schema.js'
 
 const MIN_LABEL = 3
 export const MAX_LABEL = 18
