@@ -65,7 +65,8 @@ const vars = {
     .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
     .pipe(z.array(z.string().regex(/^\.[a-z0-9.-]+[a-z0-9]$/, 'each domain must start with a dot')).min(1)),
   PDS_INVITE_REQUIRED: bool.default(false),
-  PDS_ADMIN_PASSWORD: z.string().min(1).optional(),
+  // HTTP Basic has no second factor: a short password falls to guessing from many addresses
+  PDS_ADMIN_PASSWORD: z.string().min(16, 'must be at least 16 characters (or unset to turn the admin API off)').optional(),
   PDS_EMAIL_BACKEND: z.enum(['console', 'http-json']).default('console'),
   PDS_EMAIL_FROM: z.string().min(3).optional(),
   PDS_EMAIL_HTTP_URL: url.optional(),

@@ -12,6 +12,7 @@ import type { Metrics } from './metrics.js'
 import type { ImportHooks } from './migration/import-repo.js'
 import type { OutboundGuard } from './net/guard.js'
 import type { DidResolver } from './identity/did-resolver.js'
+import type { PasswordGuard } from './auth/rate-limits.js'
 
 /** fault injection for tests (StartOptions.testHooks); never set in production */
 export type TestHooks = { importRepo?: ImportHooks }
@@ -35,5 +36,7 @@ export type Services = {
   outbound: OutboundGuard
   /** other identities' DID documents (proxy targets, resolveIdentity), cached */
   didResolver: DidResolver
+  /** the login budgets, for password checks that are not XRPC routes (sign-in form, admin Basic) */
+  passwords: PasswordGuard
   testHooks?: TestHooks
 }

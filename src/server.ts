@@ -90,6 +90,13 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
       : undefined
   await wakeup?.start()
   const outbound = new OutboundGuard({ devMode: config.devMode, nameservers: config.dnsNameservers })
+  // one connection for shared state (rate-limit counters); commands fail fast while it is down
+  const redis = config.redisUrl
+    ? new (await import('ioredis')).Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
+    : undefined
+  redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
+  if (redis) await redisReady(redis, logger)
+  const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
   const services: Services = {
     firehose,
     config,
@@ -103,15 +110,9 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     blobstore: new DiskBlobStore(config.blobDir),
     outbound,
     didResolver: new DidResolver(db, config.plcUrl, outbound),
+    passwords: rateLimits,
     testHooks: opts.testHooks,
   }
-  // one connection for shared state (rate-limit counters); commands fail fast while it is down
-  const redis = config.redisUrl
-    ? new (await import('ioredis')).Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
-    : undefined
-  redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
-  if (redis) await redisReady(redis, logger)
-  const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
 
   const api = createXrpcServer({
     validateResponse: opts.validateResponses ?? false,

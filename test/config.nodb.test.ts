@@ -42,6 +42,7 @@ describe('configuration', () => {
     ['PDS_DNS_NAMESERVERS', '1.1.1.1,dns.example'],
     ['PDS_DNS_NAMESERVERS', '1.1.1.1:99999'],
     ['PDS_TRUST_PROXY', 'loopback, everyone'],
+    ['PDS_ADMIN_PASSWORD', 'fifteen-chars!!'],
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${JSON.stringify(value)} with a message naming it`, () => {

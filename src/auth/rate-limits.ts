@@ -1,7 +1,8 @@
 // Rate limits: a global budget for every XRPC call, plus the named limits the auth registry's
 // `rateLimit` column gives a method. Counters live in memory, or in Redis when PDS_REDIS_URL is
 // set so every process shares them. Exceeding one answers 429 RateLimitExceeded with RateLimit-*
-// headers (xrpc-server's HttpRateLimiter sets them).
+// headers (xrpc-server's HttpRateLimiter sets them). Password checks outside XRPC routes (the
+// OAuth sign-in form, admin Basic) spend the same login counters through PasswordGuard.
 import {
   MemoryRateLimiter,
   RedisRateLimiter,
@@ -10,6 +11,7 @@ import {
   type RateLimiterI,
   type RateLimitOpts,
 } from '@atproto/xrpc-server'
+import type { Request } from 'express'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
@@ -20,7 +22,7 @@ const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
 
 export type Window = { durationMs: number; points: number }
-export type LimitName = RateLimitName | 'global'
+export type LimitName = RateLimitName | 'global' | 'loginAddress'
 
 /**
  * The budgets (before PDS_RATE_LIMIT_MULTIPLIER). Logins, password resets and email sends are
@@ -28,9 +30,15 @@ export type LimitName = RateLimitName | 'global'
  */
 export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
   global: [{ durationMs: 5 * MINUTE, points: 3000 }],
+  // password guesses at one account, from any address (many addresses are cheap to come by)
   login: [
     { durationMs: 5 * MINUTE, points: 30 },
     { durationMs: DAY, points: 300 },
+  ],
+  // password checks from one address, whatever the account (guessing across many accounts)
+  loginAddress: [
+    { durationMs: 5 * MINUTE, points: 100 },
+    { durationMs: DAY, points: 1000 },
   ],
   createAccount: [{ durationMs: 5 * MINUTE, points: 100 }],
   email: [
@@ -58,11 +66,15 @@ const ip = (ctx: Ctx) => ctx.req.ip ?? ctx.req.socket.remoteAddress ?? 'unknown'
 const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials as Creds)?.did
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
 
+/** the account a password is tried against, as the lookup sees it: `" Alice.test"` is alice.test */
+export const loginKey = (identifier: string) => identifier.trim().toLowerCase()
+
 /** who a limit counts against: the account when the caller is signed in, else the address */
 const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   global: (ctx) => did(ctx) ?? ip(ctx),
-  // the identifier with the address, so one attacker cannot lock a user out from everywhere
-  login: (ctx) => `${String(body(ctx).identifier ?? '').toLowerCase()}@${ip(ctx)}`,
+  // createSession names the account in its body; deleteAccount's caller is signed in
+  login: (ctx) => loginKey(did(ctx) ?? String(body(ctx).identifier ?? '')),
+  loginAddress: ip,
   createAccount: ip,
   email: (ctx) => did(ctx) ?? ip(ctx),
   resetPassword: ip,
@@ -98,9 +110,27 @@ export type RateLimitTuning = {
   limits?: Partial<Record<LimitName, Window[]>>
 }
 
-export class RateLimits {
+/** a registry row's limit and the ones that always come with it */
+const WITH: Partial<Record<RateLimitName, LimitName[]>> = { login: ['login', 'loginAddress'] }
+
+/** password checks that are not XRPC routes spend the login budgets here */
+export interface PasswordGuard {
+  /**
+   * counts one password attempt at `identifier` from the request's address; the seconds to wait
+   * when either budget is spent (nothing is checked then), else undefined
+   */
+  attempt(req: Request, identifier: string): Promise<number | undefined>
+  /** admin Basic: the seconds to wait when this address may not try the admin password now */
+  adminBlocked(req: Request): Promise<number | undefined>
+  /** admin Basic: counts a wrong admin password against the address */
+  adminFailed(req: Request): Promise<void>
+}
+
+export class RateLimits implements PasswordGuard {
   readonly limits: Record<LimitName, Window[]>
   private readonly prefix: string
+  /** one limiter per window, shared by the XRPC routes and PasswordGuard so they count together */
+  private readonly made = new Map<string, RateLimiterI<unknown>>()
 
   constructor(
     private config: Config,
@@ -134,7 +164,41 @@ export class RateLimits {
     const name = registry[nsid]?.rateLimit
     if (!name || !this.config.rateLimitsEnabled) return undefined
     const calcPoints = name === 'write' ? writePoints(nsid) : undefined
-    return this.limits[name].map((_, i) => ({ name: `${name}:${i}`, calcKey: KEYS[name], ...(calcPoints ? { calcPoints } : {}) }))
+    return (WITH[name] ?? [name]).flatMap((n) =>
+      this.limits[n].map((_, i) => ({ name: `${n}:${i}`, calcKey: KEYS[n], ...(calcPoints ? { calcPoints } : {}) })),
+    )
+  }
+
+  async attempt(req: Request, identifier: string): Promise<number | undefined> {
+    if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
+    const spend = (name: LimitName, key: string) =>
+      this.limits[name].map((w, i) => this.limiter(name, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 }))
+    const results = await Promise.allSettled([...spend('login', loginKey(identifier)), ...spend('loginAddress', ip({ req } as Ctx))])
+    return waitOf(results)
+  }
+
+  async adminBlocked(req: Request): Promise<number | undefined> {
+    if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
+    const key = ip({ req } as Ctx)
+    let wait: number | undefined
+    for (const [i, w] of this.limits.loginAddress.entries()) {
+      const inner = (this.limiter('loginAddress', i, w) as { limiter?: { get(k: string): Promise<{ consumedPoints: number; msBeforeNext: number } | null> } }).limiter
+      const res = await inner?.get(key).catch(() => null)
+      if (res && res.consumedPoints >= w.points) wait = Math.max(wait ?? 0, Math.ceil(res.msBeforeNext / 1000))
+    }
+    return wait
+  }
+
+  async adminFailed(req: Request): Promise<void> {
+    if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return
+    const key = ip({ req } as Ctx)
+    await Promise.allSettled(
+      this.limits.loginAddress.map((w, i) => this.limiter('loginAddress', i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 })),
+    )
+  }
+
+  private limiter(name: LimitName, i: number, w: Window): RateLimiterI<unknown> {
+    return this.create({ keyPrefix: `${name}:${i}`, ...w, calcKey: KEYS[name] as never, calcPoints: () => 1 })
   }
 
   private bypassed(ctx: Ctx): boolean {
@@ -151,6 +215,8 @@ export class RateLimits {
     calcPoints: (ctx: C) => number
     failClosed?: boolean
   }): RateLimiterI<C> {
+    const made = this.made.get(opts.keyPrefix)
+    if (made) return made as RateLimiterI<C>
     const options = {
       ...opts,
       keyPrefix: `${this.prefix}:${opts.keyPrefix}`,
@@ -160,6 +226,20 @@ export class RateLimits {
         return null
       },
     }
-    return this.redis ? new RedisRateLimiter<C>(this.redis, options) : new MemoryRateLimiter<C>(options)
+    const limiter = this.redis ? new RedisRateLimiter<C>(this.redis, options) : new MemoryRateLimiter<C>(options)
+    this.made.set(opts.keyPrefix, limiter as RateLimiterI<unknown>)
+    return limiter
   }
+}
+
+/** the longest wait among the spent budgets (a rejected consume), in whole seconds */
+function waitOf(results: PromiseSettledResult<unknown>[]): number | undefined {
+  let wait: number | undefined
+  for (const r of results) {
+    if (r.status !== 'rejected') continue
+    const ms = (r.reason as { status?: { msBeforeNext?: number } })?.status?.msBeforeNext
+    if (typeof ms !== 'number') throw r.reason
+    wait = Math.max(wait ?? 0, Math.ceil(ms / 1000))
+  }
+  return wait
 }

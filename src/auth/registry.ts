@@ -58,7 +58,8 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.deactivateAccount': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
   'com.atproto.server.requestAccountDelete': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
-  'com.atproto.server.deleteAccount': { check: 'access', scope: 'transition:generic' },
+  // its password check spends the account's login budget
+  'com.atproto.server.deleteAccount': { check: 'access', scope: 'transition:generic', rateLimit: 'login' },
 
   // part 1: discovery
   'com.atproto.server.describeServer': { check: 'none' },

@@ -8,7 +8,7 @@ import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../a
 import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Row } from './registry.js'
 import { verifySessionToken } from './session-tokens.js'
-import { DpopError, verifyDpopProof } from '../oauth/dpop.js'
+import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
@@ -44,7 +44,7 @@ export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 /** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
 export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' }>
 
-export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'>
+export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'passwords'>>
 
 export function createVerifier(nsid: string, deps: VerifierDeps) {
   const row = rowFor(nsid)
@@ -69,7 +69,7 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
       }
     case 'admin':
       return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
-        verifyAdmin(ctx.req.headers.authorization, deps.config.adminPassword)
+        await verifyAdmin(ctx, deps)
         return { credentials: { type: 'admin' } }
       }
     case 'access':
@@ -136,19 +136,24 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
   if (req.headers.dpop === undefined) throw xrpcError('AuthMissing', 'A DPoP proof is required with a DPoP token')
   let jkt: string
   try {
-    ;({ jkt } = await verifyDpopProof(
-      {
-        proof: req.headers.dpop,
-        method: req.method ?? 'GET',
-        url: deps.config.publicUrl + (req.originalUrl ?? req.url ?? '').split('?')[0],
-        accessToken: token,
-      },
-      deps.oauth.replay,
-    ))
+    const proof = await checkDpopProof({
+      proof: req.headers.dpop,
+      method: req.method ?? 'GET',
+      url: deps.config.publicUrl + (req.originalUrl ?? req.url ?? '').split('?')[0],
+      accessToken: token,
+    })
+    jkt = proof.jkt
+    if (jkt !== claims.cnf.jkt) throw xrpcError('InvalidToken', 'DPoP proof key does not match the token')
+    // recorded only now that the token verified and is bound to this key
+    await rememberDpopProof(proof, deps.oauth.replay)
   } catch (err) {
     if (err instanceof DpopError) {
       ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_dpop_proof"')
       throw xrpcError('InvalidToken', err.message)
+    }
+    if (err instanceof DpopBusy) {
+      ctx.res?.setHeader('Retry-After', '5')
+      throw xrpcError('RateLimitExceeded', 'Too many DPoP proofs right now; try again shortly')
     }
     if (err instanceof ReplayStoreUnavailable) {
       ctx.res?.setHeader('Retry-After', '5')
@@ -156,7 +161,6 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     }
     throw err
   }
-  if (jkt !== claims.cnf.jkt) throw xrpcError('InvalidToken', 'DPoP proof key does not match the token')
   const account = await liveAccount(deps, claims.sub, row)
   if (row.scope && !scopeAllows(claims.scope, row.scope)) {
     throw xrpcError('InsufficientScope', `This method needs the ${row.scope} scope`)
@@ -201,13 +205,23 @@ function isPrivileged(row: Row, params: Record<string, unknown>): boolean {
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
 
-function verifyAdmin(header: string | undefined, password: string | undefined) {
+async function verifyAdmin(ctx: MethodAuthContext, { config, passwords }: VerifierDeps) {
+  const password = config.adminPassword
   if (!password) throw xrpcError('AuthenticationRequired', 'The admin API is off on this server')
-  const { scheme, token } = bearer(header)
+  const { scheme, token } = bearer(ctx.req.headers.authorization)
   if (scheme !== 'basic') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+  // an address that spent its login budget may not guess again, right or wrong
+  const wait = await passwords?.adminBlocked(ctx.req as never)
+  if (wait !== undefined) throw tooManyAttempts(ctx, wait)
   const given = Buffer.from(token, 'base64').toString('utf8')
   // equal-length digests: the comparison costs the same whatever the guess
   if (!timingSafeEqual(digest(given), digest(`admin:${password}`))) {
+    await passwords?.adminFailed(ctx.req as never)
     throw xrpcError('AuthenticationRequired', 'Invalid admin credentials')
   }
+}
+
+function tooManyAttempts(ctx: MethodAuthContext, waitS: number) {
+  ctx.res?.setHeader('Retry-After', String(waitS))
+  return xrpcError('RateLimitExceeded', 'Too many failed attempts; try again later')
 }

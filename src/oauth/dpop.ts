@@ -1,11 +1,13 @@
 // DPoP proof verification (RFC 9449, part 2 §2.7 and §5.2): typ, alg ES256K or ES256, the embedded
 // public jwk signs the proof, iat within ±60 s, htm/htu equal to the live request (htu without
-// query and fragment, scheme and host from PDS_PUBLIC_URL), ath when present, and a jti never
-// accepted in the preceding 60 s.
+// query and fragment, scheme and host from PDS_PUBLIC_URL), ath whenever an access token comes
+// with the proof, and a jti never accepted while a proof carrying it could still be accepted.
+// Checking and recording are two steps: callers record a proof only once what it is bound to
+// (the access token, the code or refresh token) has verified, so strangers cannot fill the store.
 import { createHash, createPublicKey, verify as verifySig, type KeyObject } from 'node:crypto'
 import { base64url, type JWK } from 'jose'
 import { decodeParts, didKeyFromK256Jwk, verifyEs256k } from './es256k.js'
-import { REPLAY_WINDOW_S, type ReplayStore } from './replay.js'
+import { REPLAY_WINDOW_S, ReplayStoreFull, type ReplayStore } from './replay.js'
 
 export class DpopError extends Error {}
 
@@ -16,12 +18,46 @@ export type DpopCheck = {
   method: string
   /** the live request URL without query or fragment, on the public base */
   url: string
-  /** the access token the proof comes with, for `ath` */
+  /** the access token the proof comes with: its `ath` must then be present and match */
   accessToken?: string
 }
 
-/** returns the RFC 7638 thumbprint of the proof's key */
+/** a proof that passed every check but the replay check */
+export type CheckedProof = {
+  /** RFC 7638 thumbprint of the proof's key */
+  jkt: string
+  jti: string
+  /** when a proof with this jti could no longer be accepted (ms since the epoch) */
+  expiresAtMs: number
+}
+
+/** checks and records in one step, for callers that bind the proof to nothing further */
 export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Promise<{ jkt: string }> {
+  const proof = await checkDpopProof(check)
+  await rememberDpopProof(proof, replay)
+  return { jkt: proof.jkt }
+}
+
+/**
+ * refuses a proof whose jti was already accepted (last, so a proof refused for another reason
+ * does not burn its jti; keyed by the jti alone, whatever key signs it again)
+ */
+export async function rememberDpopProof(proof: CheckedProof, replay: ReplayStore): Promise<void> {
+  let first: boolean
+  try {
+    first = await replay.firstSeen(proof.jti, proof.jkt, proof.expiresAtMs)
+  } catch (err) {
+    if (err instanceof ReplayStoreFull) throw new DpopBusy(err.message)
+    throw err
+  }
+  if (!first) throw new DpopError('DPoP proof replayed')
+}
+
+/** the replay store will hold no more proofs right now (for this key or in all): retry shortly */
+export class DpopBusy extends Error {}
+
+/** every check of a proof except the replay check */
+export async function checkDpopProof(check: DpopCheck): Promise<CheckedProof> {
   if (typeof check.proof !== 'string' || !check.proof) throw new DpopError('Missing or repeated DPoP header')
   const proof = check.proof
   const parts = decodeParts(proof)
@@ -58,7 +94,8 @@ export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Pr
   }
 
   const { htm, htu, iat, jti, ath } = payload
-  if (typeof iat !== 'number' || Math.abs(iat - Date.now() / 1000) > IAT_TOLERANCE_S) {
+  const nowS = Date.now() / 1000
+  if (typeof iat !== 'number' || Math.abs(iat - nowS) > IAT_TOLERANCE_S) {
     throw new DpopError('DPoP proof iat is not recent')
   }
   if (typeof jti !== 'string' || jti.length < 1 || jti.length > 256) throw new DpopError('DPoP proof jti is missing')
@@ -66,15 +103,20 @@ export async function verifyDpopProof(check: DpopCheck, replay: ReplayStore): Pr
   if (typeof htu !== 'string' || normalizeHtu(htu) !== normalizeHtu(check.url)) {
     throw new DpopError('DPoP proof htu does not match the request')
   }
-  if (ath !== undefined) {
-    const want = check.accessToken === undefined ? undefined : base64url.encode(createHash('sha256').update(check.accessToken).digest())
-    if (ath !== want) throw new DpopError('DPoP proof ath does not match the access token')
+  if (check.accessToken !== undefined) {
+    // without ath a proof captured beside one token could be presented with any other
+    if (ath === undefined) throw new DpopError('DPoP proof ath is required with an access token')
+    if (ath !== base64url.encode(createHash('sha256').update(check.accessToken).digest())) {
+      throw new DpopError('DPoP proof ath does not match the access token')
+    }
+  } else if (ath !== undefined) {
+    throw new DpopError('DPoP proof ath does not match the access token')
   }
   const jkt = thumbprint(jwk)
-  // last, so a proof refused for another reason does not burn its jti; keyed by the jti alone
-  // (§5.2: a jti accepted within the preceding 60 s is refused, whatever key signs it again)
-  if (!(await replay.firstSeen(jti))) throw new DpopError('DPoP proof replayed')
-  return { jkt }
+  // a proof stays acceptable until iat + the tolerance (a clock ahead of ours makes that later
+  // than now + the window): its jti is remembered until whichever comes last
+  const expiresAtMs = Math.ceil(Math.max(iat + IAT_TOLERANCE_S, nowS + REPLAY_WINDOW_S) * 1000)
+  return { jkt, jti, expiresAtMs }
 }
 
 // ES256 on node:crypto, synchronously, with each client's key imported once (a client signs every

@@ -1,42 +1,69 @@
-// DPoP jti replay stores (part 2 §5.3, DECISIONS.md 10): an atomic check-and-record that answers
-// whether the jti is seen for the first time within the window.
+// DPoP jti replay stores (the `shared` store is Redis, DECISIONS.md 10): an atomic check-and-record
+// that answers whether the jti is seen for the first time while a proof carrying it could still be
+// accepted.
+import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import type { Redis } from 'ioredis'
 
+/** a jti is refused again for at least this long after it was accepted */
 export const REPLAY_WINDOW_S = 60
 
 /** the shared store cannot answer (Redis down): the proof is refused, never waved through */
 export class ReplayStoreUnavailable extends Error {}
+/** the store holds as many live proofs as it may (for this key or in all): refused, retry shortly */
+export class ReplayStoreFull extends Error {}
 
 export interface ReplayStore {
-  /** true the first time `jti` is seen within the window; records it atomically */
-  firstSeen(jti: string): Promise<boolean>
+  /**
+   * true the first time `jti` is seen; records it atomically until `expiresAtMs` (the end of the
+   * window in which a proof carrying it could still be accepted). `jkt` is the proof's key.
+   */
+  firstSeen(jti: string, jkt: string, expiresAtMs: number): Promise<boolean>
   close(): Promise<void>
 }
 
-/** per-process store: 16384 entries, expired ones swept on each call, oldest insertion evicted */
-export class MemoryReplayStore implements ReplayStore {
-  // a Map iterates in insertion order, and with one fixed window that is also expiry order
-  private seen = new Map<string, number>()
-  constructor(
-    private capacity = 16384,
-    private windowMs = REPLAY_WINDOW_S * 1000,
-    private now = () => Date.now(),
-  ) {}
+type Entry = { expires: number; jkt: string }
 
-  async firstSeen(jti: string): Promise<boolean> {
+/**
+ * Per-process store. A live entry is never evicted: dropping one would let its proof be replayed,
+ * and anyone able to add entries could then flush everybody's. Memory is bounded by refusing
+ * instead (ReplayStoreFull): at most `perKey` live proofs per DPoP key, so one client cannot crowd
+ * out the others, and `capacity` in all. Callers record a proof only once it is bound to something
+ * already verified (an access token, a code or refresh token), so filling it takes real grants.
+ */
+export class MemoryReplayStore implements ReplayStore {
+  private seen = new Map<string, Entry>()
+  private perKeyCount = new Map<string, number>()
+  /** ids by the second their entry expires, for sweeping without scanning every entry */
+  private byExpiry = new Map<number, string[]>()
+  private sweptTo: number
+
+  constructor(
+    private capacity = 65536,
+    private perKey = 4096,
+    private now = () => Date.now(),
+  ) {
+    this.sweptTo = Math.floor(this.now() / 1000)
+  }
+
+  async firstSeen(jti: string, jkt: string, expiresAtMs: number): Promise<boolean> {
     const now = this.now()
-    for (const [key, expires] of this.seen) {
-      if (expires > now) break
-      this.seen.delete(key)
-    }
-    const prior = this.seen.get(jti)
-    if (prior !== undefined && prior > now) return false
-    while (this.seen.size >= this.capacity) {
-      const oldest = this.seen.keys().next().value as string
-      this.seen.delete(oldest)
-    }
-    this.seen.set(jti, now + this.windowMs)
+    this.sweep(now)
+    // a jti is up to 256 characters of the client's choosing: long ones are kept as a digest
+    const id = jti.length > 43 ? createHash('sha256').update(jti).digest('base64url') : jti
+    const prior = this.seen.get(id)
+    if (prior && prior.expires > now) return false
+    if (prior) this.drop(id, prior)
+    const count = this.perKeyCount.get(jkt) ?? 0
+    if (count >= this.perKey) throw new ReplayStoreFull('Too many DPoP proofs for this key right now')
+    if (this.seen.size >= this.capacity) throw new ReplayStoreFull('Too many DPoP proofs right now')
+    const expires = Math.max(expiresAtMs, now + 1)
+    this.seen.set(id, { expires, jkt })
+    this.perKeyCount.set(jkt, count + 1)
+    const second = Math.ceil(expires / 1000)
+    const bucket = this.byExpiry.get(second)
+    if (bucket) bucket.push(id)
+    else this.byExpiry.set(second, [id])
     return true
   }
 
@@ -45,9 +72,43 @@ export class MemoryReplayStore implements ReplayStore {
   }
 
   async close() {}
+
+  private sweep(now: number) {
+    const upTo = Math.floor(now / 1000)
+    if (upTo <= this.sweptTo) return
+    // after a long idle spell, visit the buckets that exist rather than every second since
+    const seconds = upTo - this.sweptTo > this.byExpiry.size ? [...this.byExpiry.keys()] : range(this.sweptTo + 1, upTo)
+    for (const s of seconds) {
+      if (s > upTo) continue
+      for (const id of this.byExpiry.get(s) ?? []) {
+        const e = this.seen.get(id)
+        // the id may have been recorded again since, with a later expiry
+        if (e && e.expires <= now) this.drop(id, e)
+      }
+      this.byExpiry.delete(s)
+    }
+    this.sweptTo = upTo
+  }
+
+  private drop(id: string, e: Entry) {
+    this.seen.delete(id)
+    const n = (this.perKeyCount.get(e.jkt) ?? 1) - 1
+    if (n > 0) this.perKeyCount.set(e.jkt, n)
+    else this.perKeyCount.delete(e.jkt)
+  }
 }
 
-/** shared store for several processes: SET key 1 NX EX 60 is the atomic check-and-record */
+function range(from: number, to: number): number[] {
+  const out: number[] = []
+  for (let s = from; s <= to; s++) out.push(s)
+  return out
+}
+
+/**
+ * Shared store for several processes: SET key 1 NX PX <ttl> is the atomic check-and-record. Keys
+ * expire on their own and are never evicted by us; run Redis with `maxmemory-policy noeviction`
+ * so that a full Redis refuses (the proof fails closed) rather than dropping live entries.
+ */
 export class RedisReplayStore implements ReplayStore {
   private redis: Redis
   constructor(url: string, private prefix = 'pds:dpop:jti:') {
@@ -59,10 +120,11 @@ export class RedisReplayStore implements ReplayStore {
     this.redis.on('error', () => {})
   }
 
-  async firstSeen(jti: string): Promise<boolean> {
+  async firstSeen(jti: string, _jkt: string, expiresAtMs: number): Promise<boolean> {
     let res: string | null
     try {
-      res = await this.redis.set(this.prefix + jti, '1', 'EX', REPLAY_WINDOW_S, 'NX')
+      const ttlMs = Math.max(1, Math.ceil(expiresAtMs - Date.now()))
+      res = await this.redis.set(this.prefix + jti, '1', 'PX', ttlMs, 'NX')
     } catch (err) {
       // fail closed: without the shared store a replayed proof could not be told from a fresh one
       throw new ReplayStoreUnavailable(`DPoP replay store unavailable: ${(err as Error).message}`)

@@ -3,12 +3,12 @@
 // (`{error, error_description}`), never XRPC bodies.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
-import { base64url, decodeJwt } from 'jose'
+import { base64url } from 'jose'
 import type { Services } from '../context.js'
 import { findAccount, type Store } from '../account/store.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../account/password.js'
 import { ClientError, type ClientMetadata } from './clients.js'
-import { DpopError, verifyDpopProof } from './dpop.js'
+import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
 import { ReplayStoreUnavailable } from './replay.js'
 import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
@@ -19,7 +19,7 @@ const CODE_TTL_S = 60
 const CSRF_COOKIE = 'pds_oauth_csrf'
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
 
-type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger'>
+type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords'>
 
 class OAuthError extends Error {
   constructor(
@@ -35,7 +35,7 @@ const later = (s: number) => new Date(Date.now() + s * 1000).toISOString()
 const nowIso = () => new Date().toISOString()
 
 export function oauthRoutes(deps: Deps): Router {
-  const { config, db, oauth } = deps
+  const { config, db, oauth, passwords } = deps
   const r = Router()
   const form = express.urlencoded({ extended: false, limit: '64kb' })
   const endpoint = (path: string) => `${config.publicUrl}${path}`
@@ -87,17 +87,17 @@ export function oauthRoutes(deps: Deps): Router {
     res.json({ keys: [oauth.key.jwk] })
   })
 
-  const dpopFor = (req: Request, accessToken?: string) =>
-    verifyDpopProof(
-      { proof: req.headers.dpop, method: req.method, url: endpoint(req.originalUrl.split('?')[0]), accessToken },
-      oauth.replay,
-    ).catch((err) => {
-      if (err instanceof DpopError) throw new OAuthError(400, 'invalid_dpop_proof', err.message)
-      if (err instanceof ReplayStoreUnavailable) {
-        throw new OAuthError(503, 'temporarily_unavailable', 'DPoP proofs cannot be checked for replay right now; try again shortly')
-      }
-      throw err
-    })
+  const dpopError = (err: unknown): never => {
+    if (err instanceof DpopError) throw new OAuthError(400, 'invalid_dpop_proof', err.message)
+    if (err instanceof DpopBusy) throw new OAuthError(429, 'temporarily_unavailable', err.message)
+    if (err instanceof ReplayStoreUnavailable) {
+      throw new OAuthError(503, 'temporarily_unavailable', 'DPoP proofs cannot be checked for replay right now; try again shortly')
+    }
+    throw err
+  }
+  const dpopFor = (req: Request) =>
+    checkDpopProof({ proof: req.headers.dpop, method: req.method, url: endpoint(req.originalUrl.split('?')[0]) }).catch(dpopError)
+  const remember = (proof: CheckedProof) => rememberDpopProof(proof, oauth.replay).catch(dpopError)
 
   const resolveClient = (clientId: string) =>
     oauth.clients.resolve(clientId).catch((err) => {
@@ -119,7 +119,9 @@ export function oauthRoutes(deps: Deps): Router {
     if (!/^[A-Za-z0-9_-]{43}$/.test(challenge)) throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
     if (p.response_mode !== undefined && p.response_mode !== 'query') throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
     if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
-    // DECISIONS.md 9: dpop_jkt parameter or DPoP proof; both must agree; one is required
+    // DECISIONS.md 9: dpop_jkt parameter or DPoP proof; both must agree; one is required. The
+    // proof's jti is not recorded: replaying it gains nothing that naming its key in dpop_jkt
+    // would not, and recording would let anyone fill the replay store with fresh keys.
     let jkt = p.dpop_jkt
     if (req.headers.dpop !== undefined) {
       const proof = await dpopFor(req)
@@ -175,7 +177,7 @@ export function oauthRoutes(deps: Deps): Router {
     res: Response,
     row: { client_id: string; scope: string; request_uri: string },
     csrf: string,
-    extra: { handle?: string; error?: string; status?: number },
+    extra: { handle?: string; error?: string; status?: number; retryAfterS?: number },
   ) => {
     let client: ClientMetadata | undefined
     try {
@@ -184,6 +186,7 @@ export function oauthRoutes(deps: Deps): Router {
       client = undefined
     }
     const action = `/oauth/authorize?request_uri=${encodeURIComponent(row.request_uri)}`
+    if (extra.retryAfterS !== undefined) res.setHeader('Retry-After', String(extra.retryAfterS))
     res
       .status(extra.status ?? 200)
       .type('html')
@@ -240,6 +243,11 @@ export function oauthRoutes(deps: Deps): Router {
     const password = body.password ?? ''
     const retry = (error: string) => renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
     if (!handleInput || !password || password.length > MAX_PASSWORD_LENGTH) return retry('Wrong handle or password.')
+    // the same budgets as createSession: per account and per address, before any hashing
+    const wait = await passwords.attempt(req, handleInput)
+    if (wait !== undefined) {
+      return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
+    }
     const account = await findAccount(db, handleInput)
     // DECISIONS.md 2: the main password only, never an app password
     const ok = account?.password_hash
@@ -290,7 +298,7 @@ export function oauthRoutes(deps: Deps): Router {
     }
     // §4.4 step 1 of both grants: the proof, against POST and this URL
     const proof = await dpopFor(req)
-    const out = grant === 'authorization_code' ? await codeGrant(p, proof.jkt) : await refreshGrant(p, proof.jkt)
+    const out = grant === 'authorization_code' ? await codeGrant(p, proof) : await refreshGrant(p, proof)
     res.setHeader('Cache-Control', 'no-store')
     res.json({
       access_token: out.access,
@@ -302,7 +310,8 @@ export function oauthRoutes(deps: Deps): Router {
     })
   }))
 
-  async function codeGrant(p: Record<string, string | undefined>, jkt: string) {
+  async function codeGrant(p: Record<string, string | undefined>, proof: CheckedProof) {
+    const { jkt } = proof
     const code = need(p, 'code')
     const verifier = need(p, 'code_verifier')
     const redirectUri = need(p, 'redirect_uri')
@@ -310,6 +319,8 @@ export function oauthRoutes(deps: Deps): Router {
     const row = await db.selectFrom('oauth_code').selectAll().where('code', '=', code).executeTakeFirst()
     if (!row || row.used || row.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
+    // recorded once the proof's key is the one the code is bound to
+    await remember(proof)
     const now = nowIso()
     // steps 2 to 5 in one transaction (DECISIONS.md 3); a failed check still burns the code
     const result = await db.transaction().execute(async (trx) => {
@@ -338,13 +349,16 @@ export function oauthRoutes(deps: Deps): Router {
     return result
   }
 
-  async function refreshGrant(p: Record<string, string | undefined>, jkt: string) {
+  async function refreshGrant(p: Record<string, string | undefined>, proof: CheckedProof) {
+    const { jkt } = proof
     const token = need(p, 'refresh_token')
     const clientId = need(p, 'client_id')
     const verified = await verifyOAuthToken(oauth, token, 'refresh')
     if (!verified.ok) throw new OAuthError(400, 'invalid_grant', verified.why === 'expired' ? 'Refresh token expired' : 'Invalid refresh token')
     const claims = verified.claims
     if (claims.cnf.jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The refresh token is bound to another DPoP key')
+    // recorded once the proof's key is the one the refresh token is bound to
+    await remember(proof)
     const record = await db.selectFrom('refresh_token').selectAll().where('jti', '=', claims.jti).executeTakeFirst()
     if (!record || record.kind !== 'oauth' || record.did !== claims.sub || record.dpop_jkt !== jkt) {
       throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
@@ -374,25 +388,30 @@ export function oauthRoutes(deps: Deps): Router {
     return { ...pair, scope, sub: claims.sub }
   }
 
-  // §4.5: always 200 with an empty body; the JWT is only decoded to find its jti. An access token
-  // ends the grant it was minted with (the official client's signOut revokes its access token).
+  // §4.5: always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
+  // an invalid token still answers 200); an expired one still ends its grant. An access token ends
+  // the grant it was minted with (the official client's signOut revokes its access token).
   r.post('/oauth/revoke', form, handle(async (req, res) => {
     const token = typeof req.body?.token === 'string' ? req.body.token : undefined
-    let jti: unknown
-    try {
-      jti = token ? decodeJwt(token).jti : undefined
-    } catch {
-      jti = undefined
-    }
-    if (typeof jti === 'string') {
+    const claims = token ? await ourToken(token) : undefined
+    if (claims) {
       await db
         .deleteFrom('refresh_token')
         .where('kind', '=', 'oauth')
-        .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
+        .where('did', '=', claims.sub)
+        .where((eb) => eb.or([eb('jti', '=', claims.jti), eb('access_jti', '=', claims.jti)]))
         .execute()
     }
     res.status(200).end()
   }))
+
+  async function ourToken(token: string) {
+    for (const kind of ['refresh', 'access'] as const) {
+      const v = await verifyOAuthToken(oauth, token, kind, { allowExpired: true })
+      if (v.ok) return v.claims
+    }
+    return undefined
+  }
 
   r.use(['/oauth/par', '/oauth/token', '/oauth/revoke'], (err: unknown, req: Request, res: Response, next: NextFunction) => {
     // body-parser failures
@@ -413,7 +432,7 @@ export function oauthRoutes(deps: Deps): Router {
         if (err instanceof OAuthError) {
           res.setHeader('Cache-Control', 'no-store')
           if (err.error === 'invalid_dpop_proof') res.setHeader('WWW-Authenticate', `DPoP error="invalid_dpop_proof"`)
-          if (err.status === 503) res.setHeader('Retry-After', '5')
+          if (err.status === 503 || err.status === 429) res.setHeader('Retry-After', '5')
           return res.status(err.status).json({ error: err.error, error_description: err.description })
         }
         next(err)
@@ -492,6 +511,12 @@ function redirectAllowed(client: ClientMetadata, uri: string): boolean {
     noPort.port = ''
     return noPort.href === reg.href
   })
+}
+
+function tooManyAttempts(waitS: number): string {
+  const minutes = Math.ceil(waitS / 60)
+  const when = minutes <= 1 ? 'a minute' : minutes < 120 ? `${minutes} minutes` : `${Math.ceil(minutes / 60)} hours`
+  return `Too many sign-in attempts for this account or from this network. Try again in ${when}.`
 }
 
 const pkceChallenge = (verifier: string) => base64url.encode(createHash('sha256').update(verifier).digest())
