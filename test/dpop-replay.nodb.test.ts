@@ -1,36 +1,73 @@
-// The DPoP replay stores of part 2 §5.3 and DECISIONS.md 10.
-import { randomBytes } from 'node:crypto'
+// The DPoP replay stores: the per-process one and the shared one in Redis.
+import { generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { MemoryReplayStore, RedisReplayStore } from '../src/oauth/replay.js'
+import { verifyDpopProof } from '../src/oauth/dpop.js'
+import { MemoryReplayStore, RedisReplayStore, ReplayStoreFull } from '../src/oauth/replay.js'
 import { redisUrl } from './harness.js'
 
+const MINUTE = 60_000
+
+/** an ES256 proof for GET `url` with the given iat (seconds) */
+function proofWithIat(url: string, iat: number) {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const b64u = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')
+  const input = `${b64u({ typ: 'dpop+jwt', alg: 'ES256', jwk: publicKey.export({ format: 'jwk' }) })}.${b64u({
+    jti: randomBytes(12).toString('hex'),
+    htm: 'GET',
+    htu: url,
+    iat,
+  })}`
+  return `${input}.${sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`
+}
+
 describe('in-memory replay store', () => {
-  it('accepts a jti once within the window', async () => {
+  it('accepts a jti once while it is live', async () => {
     const s = new MemoryReplayStore()
-    expect(await s.firstSeen('a')).toBe(true)
-    expect(await s.firstSeen('a')).toBe(false)
-    expect(await s.firstSeen('b')).toBe(true)
+    const until = Date.now() + MINUTE
+    expect(await s.firstSeen('a', 'k', until)).toBe(true)
+    expect(await s.firstSeen('a', 'k', until)).toBe(false)
+    expect(await s.firstSeen('a', 'other key', until)).toBe(false)
+    expect(await s.firstSeen('b', 'k', until)).toBe(true)
   })
 
-  it('sweeps expired entries on each call and accepts the jti again after the window', async () => {
+  it('keeps each jti until the time it is given, then accepts it again', async () => {
     let now = 1_000_000
-    const s = new MemoryReplayStore(16384, 60_000, () => now)
-    await s.firstSeen('a')
-    await s.firstSeen('b')
-    now += 60_001
-    expect(await s.firstSeen('c')).toBe(true)
+    const s = new MemoryReplayStore(65536, 4096, () => now)
+    await s.firstSeen('short', 'k', now + MINUTE)
+    await s.firstSeen('long', 'k', now + 2 * MINUTE)
+    now += MINUTE + 1
+    expect(await s.firstSeen('c', 'k', now + MINUTE)).toBe(true)
+    expect(s.size).toBe(2)
+    expect(await s.firstSeen('long', 'k', now + MINUTE)).toBe(false)
+    expect(await s.firstSeen('short', 'k', now + MINUTE)).toBe(true)
+    now += 10 * MINUTE
+    expect(await s.firstSeen('d', 'k', now + MINUTE)).toBe(true)
     expect(s.size).toBe(1)
-    expect(await s.firstSeen('a')).toBe(true)
   })
 
-  it('holds 16384 entries and drops the oldest insertion beyond that', async () => {
-    const s = new MemoryReplayStore()
-    for (let i = 0; i < 16384; i++) await s.firstSeen(`j${i}`)
-    expect(s.size).toBe(16384)
-    expect(await s.firstSeen('j16384')).toBe(true)
-    expect(s.size).toBe(16384)
-    expect(await s.firstSeen('j0')).toBe(true) // evicted, so first seen again
-    expect(await s.firstSeen('j2')).toBe(false)
+  it('never drops a live entry: when full it refuses new proofs, per key first', async () => {
+    const s = new MemoryReplayStore(10, 4)
+    const until = Date.now() + MINUTE
+    for (let i = 0; i < 4; i++) expect(await s.firstSeen(`a${i}`, 'attacker', until)).toBe(true)
+    await expect(s.firstSeen('a4', 'attacker', until)).rejects.toThrow(ReplayStoreFull)
+    // another key still has room, and what was recorded is still refused
+    expect(await s.firstSeen('b0', 'victim', until)).toBe(true)
+    for (let i = 0; i < 5; i++) await s.firstSeen(`c${i}`, `key${i}`, until)
+    await expect(s.firstSeen('d0', 'late', until)).rejects.toThrow(ReplayStoreFull)
+    expect(await s.firstSeen('a0', 'attacker', until)).toBe(false)
+    expect(await s.firstSeen('b0', 'victim', until)).toBe(false)
+  })
+
+  it('remembers a proof whose iat is ahead of our clock until that iat has aged out', async () => {
+    let skew = 0
+    const store = new MemoryReplayStore(undefined, undefined, () => Date.now() + skew)
+    const url = 'https://pds.example/oauth/token'
+    const proof = proofWithIat(url, Math.floor(Date.now() / 1000) + 55)
+    await verifyDpopProof({ proof, method: 'GET', url }, store)
+    // 61 s later (by the store's clock) the proof's iat is still within tolerance of a clock
+    // running behind: it must still be refused
+    skew = 61_000
+    await expect(verifyDpopProof({ proof, method: 'GET', url }, store)).rejects.toThrow(/replayed/)
   })
 })
 
@@ -40,24 +77,32 @@ describe.skipIf(!redisUrl)('redis replay store', () => {
     const b = new RedisReplayStore(redisUrl!)
     try {
       const jti = randomBytes(8).toString('hex')
-      const results = await Promise.all([...Array(10)].map((_, i) => (i % 2 ? a : b).firstSeen(jti)))
+      const until = Date.now() + MINUTE
+      const results = await Promise.all([...Array(10)].map((_, i) => (i % 2 ? a : b).firstSeen(jti, 'k', until)))
       expect(results.filter(Boolean)).toHaveLength(1)
-      expect(await b.firstSeen(randomBytes(8).toString('hex'))).toBe(true)
+      expect(await b.firstSeen(randomBytes(8).toString('hex'), 'k', until)).toBe(true)
     } finally {
       await Promise.all([a.close(), b.close()])
     }
   })
 
-  it('sets a 60 second expiry on each key', async () => {
+  it("expires each key when its proof's iat window ends, future skew included", async () => {
     const { Redis } = await import('ioredis')
     const r = new Redis(redisUrl!)
     const s = new RedisReplayStore(redisUrl!, 'pds:test:jti:')
     try {
-      const jti = randomBytes(8).toString('hex')
-      await s.firstSeen(jti)
-      const ttl = await r.ttl('pds:test:jti:' + jti)
-      expect(ttl).toBeGreaterThan(55)
-      expect(ttl).toBeLessThanOrEqual(60)
+      const url = 'https://pds.example/oauth/token'
+      const now = Math.floor(Date.now() / 1000)
+      const recent = proofWithIat(url, now)
+      const ahead = proofWithIat(url, now + 55)
+      await verifyDpopProof({ proof: recent, method: 'GET', url }, s)
+      await verifyDpopProof({ proof: ahead, method: 'GET', url }, s)
+      const jti = (p: string) => JSON.parse(Buffer.from(p.split('.')[1], 'base64url').toString()).jti
+      const ttl = async (p: string) => (await r.pttl('pds:test:jti:' + jti(p))) / 1000
+      expect(await ttl(recent)).toBeGreaterThan(55)
+      expect(await ttl(recent)).toBeLessThanOrEqual(61)
+      expect(await ttl(ahead)).toBeGreaterThan(110)
+      expect(await ttl(ahead)).toBeLessThanOrEqual(116)
     } finally {
       await s.close()
       r.disconnect()

@@ -384,6 +384,24 @@ describe('OAuth authorization server', () => {
       }
     })
 
+    it('revoke ignores a token this server did not sign, even one naming a live grant', async () => {
+      const { key, tokens } = await signIn()
+      const claims = decodeJwt(tokens.refresh_token)
+      const b64u = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')
+      const unsigned = `${b64u({ alg: 'none', typ: 'refresh+jwt' })}.${b64u(claims)}.`
+      const stranger = await Secp256k1Keypair.create()
+      const foreign = await signEs256k(stranger, { typ: 'refresh+jwt' }, claims as never)
+      const accessClaims = decodeJwt(tokens.access_token)
+      const foreignAccess = await signEs256k(stranger, { typ: 'at+jwt' }, accessClaims as never)
+      for (const token of [unsigned, foreign, foreignAccess]) {
+        const res = await post(`${pds.url}/oauth/revoke`, { token })
+        expect([res.status, res.text]).toEqual([200, ''])
+      }
+      // the grant is intact: its refresh token still rotates
+      const refreshed = await refreshGrant(srv, key, tokens.refresh_token)
+      expect(refreshed.status, refreshed.text).toBe(200)
+    })
+
     it('revoking the access token ends its grant (what the official client does on sign-out)', async () => {
       const { key, tokens } = await signIn()
       expect((await post(`${pds.url}/oauth/revoke`, { token: tokens.access_token, token_type_hint: 'access_token' })).status).toBe(200)
@@ -506,6 +524,37 @@ describe('OAuth authorization server', () => {
       const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getSession', {}, await make(key, tokens.access_token, url))
       expect(res.status).toBe(401)
       expect(res.json.error).toBe('InvalidToken')
+    })
+
+    it('refuses a proof without ath beside an access token', async () => {
+      const { key, tokens } = await signIn()
+      const url = `${srv.publicUrl}/xrpc/com.atproto.server.getSession`
+      const res = await fetch(`${pds.url}/xrpc/com.atproto.server.getSession`, {
+        headers: { authorization: `DPoP ${tokens.access_token}`, dpop: await key.proof('GET', url) },
+      })
+      expect(res.status).toBe(401)
+      expect((await res.json()).error).toBe('InvalidToken')
+    })
+
+    it('records no proof that is not bound to a verified code or token, so strangers cannot fill the replay store', async () => {
+      const store = pds.services.oauth.replay as unknown as { size: number }
+      const before = store.size
+      for (let i = 0; i < 20; i++) {
+        const stranger = await dpopKey()
+        const res = await post(
+          `${pds.url}/oauth/token`,
+          { grant_type: 'authorization_code', code: `forged-${i}`, code_verifier: 'v'.repeat(43), redirect_uri: REDIRECT, client_id: loopbackClientId() },
+          { dpop: await stranger.proof('POST', `${srv.publicUrl}/oauth/token`) },
+        )
+        expect(res.json.error).toBe('invalid_grant')
+        expect((await par(srv, stranger)).status).toBe(201)
+      }
+      expect(store.size).toBe(before)
+      // a signed-in client's proofs are recorded (and refused on replay) as before
+      const { key, tokens } = await signIn()
+      const proof = await key.proof('GET', `${srv.publicUrl}/xrpc/com.atproto.server.getSession`, { ath: ath(tokens.access_token) })
+      expect((await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getSession', {}, proof)).status).toBe(200)
+      expect((await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getSession', {}, proof)).status).toBe(401)
     })
 
     it('ignores the query string of the request when matching htu', async () => {

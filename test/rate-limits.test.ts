@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto'
+import { AtpAgent } from '@atproto/api'
 import express from 'express'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../src/config.js'
-import { describe, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, bearer, describe, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+import { dpopKey, openPage, par, submitPage } from './oauth-helpers.js'
 
 const ON = { PDS_RATE_LIMITS_ENABLED: 'true' }
 const login = (pds: TestPds, identifier: string, headers: Record<string, string> = {}) =>
@@ -64,10 +66,11 @@ describe('rate limits', () => {
       expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0)
     })
 
-    it('counts logins per identifier and address, so others are not locked out', async () => {
+    it('counts logins per account from every address, so other accounts are not locked out', async () => {
       expect((await login(pds, 'someone-else.test')).status).toBe(401)
-      // another client address (behind the trusted local proxy) for the same identifier
-      expect((await login(pds, 'victim.test', { 'x-forwarded-for': '203.0.113.7' })).status).toBe(401)
+      // another client address (behind the trusted local proxy) for the same account: guessing
+      // from many addresses gets no more tries
+      expect((await login(pds, 'victim.test', { 'x-forwarded-for': '203.0.113.7' })).status).toBe(429)
     })
 
     it('tells every caller its remaining budget', async () => {
@@ -117,6 +120,97 @@ describe('rate limits', () => {
     expect(statuses.every((s) => s === 401)).toBe(true)
     const res = await xrpc(pds.url, 'com.atproto.server.describeServer')
     expect(res.headers.get('ratelimit-limit')).toBeNull()
+  })
+
+  describe('on every password check', () => {
+    // small budgets: 3 guesses at one account, 5 from one address
+    let pds: TestPds
+    const from = (address: string) => ({ 'x-forwarded-for': address })
+    beforeAll(async () => {
+      pds = await start(ON, {
+        rateLimits: { limits: { login: [{ durationMs: 60_000, points: 3 }], loginAddress: [{ durationMs: 60_000, points: 5 }] } },
+      })
+    })
+
+    it('counts " Victim.TEST " against victim.test, as the lookup trims and lower-cases it', async () => {
+      expect(await attempts(3, () => login(pds, 'victim1.test', from('203.0.113.1')))).toEqual([401, 401, 401])
+      const agent = new AtpAgent({ service: pds.url })
+      agent.setHeader('x-forwarded-for', '203.0.113.1')
+      const err = await agent.login({ identifier: ' Victim1.TEST ', password: 'wrong-password' }).catch((e) => e)
+      expect([err.status, err.error]).toEqual([429, 'RateLimitExceeded'])
+    })
+
+    it('counts one address guessing across many accounts', async () => {
+      const names = ['s1', 's2', 's3', 's4', 's5', 's6'].map((n) => `${n}.test`)
+      const statuses = []
+      for (const name of names) statuses.push((await login(pds, name, from('203.0.113.2'))).status)
+      expect(statuses).toEqual([401, 401, 401, 401, 401, 429])
+      // another address is not affected
+      expect((await login(pds, 's1.test', from('203.0.113.3'))).status).toBe(401)
+    })
+
+    it('limits the OAuth sign-in form with the same budget, on a page that says so', async () => {
+      const handle = 'formvictim.test'
+      const password = 'the right password'
+      const created = await xrpc(pds.url, 'com.atproto.server.createAccount', { body: { handle, email: 'formvictim@example.com', password } })
+      expect(created.status, created.text).toBe(200)
+      const res = await par({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL }, await dpopKey())
+      const requestUri = res.json.request_uri as string
+      const page = await openPage(pds.url, requestUri)
+      const guess = (pw: string, address: string) =>
+        fetch(`${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: page.cookie, ...from(address) },
+          body: new URLSearchParams({ handle, password: pw, action: 'allow', csrf_token: page.csrf! }),
+        })
+      // createSession and the form draw on one budget per account
+      expect((await login(pds, handle, from('203.0.113.4'))).status).toBe(401)
+      expect((await guess('wrong 1', '203.0.113.5')).status).toBe(401)
+      expect((await guess('wrong 2', '203.0.113.6')).status).toBe(401)
+      for (const pw of ['wrong 3', password]) {
+        const refused = await guess(pw, '203.0.113.7')
+        expect(refused.status).toBe(429)
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
+        const html = await refused.text()
+        expect(html).toContain('Too many sign-in attempts')
+        expect(html).toContain('name="password"')
+      }
+      expect((await login(pds, handle, from('203.0.113.8'))).status).toBe(429)
+      // the form still works as before for someone else
+      const other = await submitPage(pds.url, requestUri, { handle: 'nobody.test', password: 'x', action: 'allow', csrf_token: page.csrf }, page.cookie)
+      expect(other.status).toBe(401)
+    })
+
+    it("counts deleteAccount's password check against the account", async () => {
+      const password = 'the right password'
+      const created = await xrpc(pds.url, 'com.atproto.server.createAccount', {
+        body: { handle: 'delvictim.test', email: 'delvictim@example.com', password },
+      })
+      expect(created.status, created.text).toBe(200)
+      const { did, accessJwt } = created.body
+      const del = (pw: string, address: string) =>
+        xrpc(pds.url, 'com.atproto.server.deleteAccount', { body: { did, password: pw, token: 'ABCDE-ABCDE' }, headers: { ...bearer(accessJwt), ...from(address) } })
+      expect((await del('wrong 1', '203.0.113.9')).status).toBe(401)
+      expect((await del('wrong 2', '203.0.113.10')).status).toBe(401)
+      expect((await del('wrong 3', '203.0.113.11')).status).toBe(401)
+      const res = await del(password, '203.0.113.12')
+      expect([res.status, res.body.error]).toEqual([429, 'RateLimitExceeded'])
+    })
+
+    it('counts wrong admin passwords against the address; then even the right one waits', async () => {
+      const admin = (password: string, address: string) =>
+        xrpc(pds.url, 'com.atproto.admin.getAccountInfos', {
+          params: { dids: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' },
+          headers: { authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}`, ...from(address) },
+        })
+      expect((await admin(ADMIN_PASSWORD, '203.0.113.13')).status).toBe(200)
+      expect(await attempts(5, () => admin('guess', '203.0.113.13'))).toEqual([401, 401, 401, 401, 401])
+      const res = await admin(ADMIN_PASSWORD, '203.0.113.13')
+      expect([res.status, res.body.error]).toEqual([429, 'RateLimitExceeded'])
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0)
+      expect((await admin(ADMIN_PASSWORD, '203.0.113.14')).status).toBe(200)
+    })
   })
 
   describe.skipIf(!redisUrl)('backed by Redis', () => {

@@ -198,7 +198,8 @@ export class RateLimits implements PasswordGuard {
   }
 
   private limiter(name: LimitName, i: number, w: Window): RateLimiterI<unknown> {
-    return this.create({ keyPrefix: `${name}:${i}`, ...w, calcKey: KEYS[name] as never, calcPoints: () => 1 })
+    // the prefix xrpc-server gives the limiter it creates for the shared limit `${name}:${i}`
+    return this.create({ keyPrefix: `rl-${name}:${i}`, ...w, calcKey: KEYS[name] as never, calcPoints: () => 1 })
   }
 
   private bypassed(ctx: Ctx): boolean {
