@@ -45,17 +45,17 @@ describe('in-memory replay store', () => {
     expect(s.size).toBe(1)
   })
 
-  it('never drops a live entry: when full it refuses new proofs, per key first', async () => {
+  it("never drops another key's live entry: a busy key evicts its own, a full store refuses", async () => {
     const s = new MemoryReplayStore(10, 4)
     const until = Date.now() + MINUTE
-    for (let i = 0; i < 4; i++) expect(await s.firstSeen(`a${i}`, 'attacker', until)).toBe(true)
-    await expect(s.firstSeen('a4', 'attacker', until)).rejects.toThrow(ReplayStoreFull)
-    // another key still has room, and what was recorded is still refused
-    expect(await s.firstSeen('b0', 'victim', until)).toBe(true)
+    expect(await s.firstSeen('v0', 'victim', until)).toBe(true)
+    for (let i = 0; i < 6; i++) expect(await s.firstSeen(`a${i}`, 'attacker', until)).toBe(true)
+    expect(s.size).toBe(5)
+    expect(await s.firstSeen('v0', 'victim', until)).toBe(false)
     for (let i = 0; i < 5; i++) await s.firstSeen(`c${i}`, `key${i}`, until)
     await expect(s.firstSeen('d0', 'late', until)).rejects.toThrow(ReplayStoreFull)
-    expect(await s.firstSeen('a0', 'attacker', until)).toBe(false)
-    expect(await s.firstSeen('b0', 'victim', until)).toBe(false)
+    expect(await s.firstSeen('v0', 'victim', until)).toBe(false)
+    expect(await s.firstSeen('c0', 'key0', until)).toBe(false)
   })
 
   it('remembers a proof whose iat is ahead of our clock until that iat has aged out', async () => {

@@ -53,7 +53,7 @@ export async function rememberDpopProof(proof: CheckedProof, replay: ReplayStore
   if (!first) throw new DpopError('DPoP proof replayed')
 }
 
-/** the replay store will hold no more proofs right now (for this key or in all): retry shortly */
+/** the replay store will hold no more proofs right now: retry shortly */
 export class DpopBusy extends Error {}
 
 /** every check of a proof except the replay check */

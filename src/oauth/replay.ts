@@ -10,7 +10,7 @@ export const REPLAY_WINDOW_S = 60
 
 /** the shared store cannot answer (Redis down): the proof is refused, never waved through */
 export class ReplayStoreUnavailable extends Error {}
-/** the store holds as many live proofs as it may (for this key or in all): refused, retry shortly */
+/** the store holds as many live proofs as it may: refused, retry shortly */
 export class ReplayStoreFull extends Error {}
 
 export interface ReplayStore {
@@ -25,22 +25,24 @@ export interface ReplayStore {
 type Entry = { expires: number; jkt: string }
 
 /**
- * Per-process store. A live entry is never evicted: dropping one would let its proof be replayed,
- * and anyone able to add entries could then flush everybody's. Memory is bounded by refusing
- * instead (ReplayStoreFull): at most `perKey` live proofs per DPoP key, so one client cannot crowd
- * out the others, and `capacity` in all. Callers record a proof only once it is bound to something
- * already verified (an access token, a code or refresh token), so filling it takes real grants.
+ * Per-process store, partitioned by the proof's key. Nobody can push out another client's live
+ * entries (that would let its proofs be replayed): proofs are recorded only once bound to a
+ * verified code or token, and a key that sends more than `perKey` proofs within a window evicts
+ * only its own oldest ones (a client signing faster than that only weakens its own protection,
+ * and only a holder of its private key can add to its partition). Above `capacity` live entries
+ * in all, new proofs are refused (ReplayStoreFull) rather than evicting anyone's.
  */
 export class MemoryReplayStore implements ReplayStore {
   private seen = new Map<string, Entry>()
-  private perKeyCount = new Map<string, number>()
+  /** each key's ids in insertion order */
+  private byKey = new Map<string, Set<string>>()
   /** ids by the second their entry expires, for sweeping without scanning every entry */
   private byExpiry = new Map<number, string[]>()
   private sweptTo: number
 
   constructor(
-    private capacity = 65536,
-    private perKey = 4096,
+    private capacity = 131072,
+    private perKey = 2048,
     private now = () => Date.now(),
   ) {
     this.sweptTo = Math.floor(this.now() / 1000)
@@ -54,12 +56,18 @@ export class MemoryReplayStore implements ReplayStore {
     const prior = this.seen.get(id)
     if (prior && prior.expires > now) return false
     if (prior) this.drop(id, prior)
-    const count = this.perKeyCount.get(jkt) ?? 0
-    if (count >= this.perKey) throw new ReplayStoreFull('Too many DPoP proofs for this key right now')
-    if (this.seen.size >= this.capacity) throw new ReplayStoreFull('Too many DPoP proofs right now')
+    let mine = this.byKey.get(jkt)
+    if (mine && mine.size >= this.perKey) {
+      const oldest = mine.values().next().value as string
+      this.drop(oldest, this.seen.get(oldest)!)
+    } else if (this.seen.size >= this.capacity) {
+      throw new ReplayStoreFull('Too many DPoP proofs right now')
+    }
     const expires = Math.max(expiresAtMs, now + 1)
     this.seen.set(id, { expires, jkt })
-    this.perKeyCount.set(jkt, count + 1)
+    mine = this.byKey.get(jkt)
+    if (mine) mine.add(id)
+    else this.byKey.set(jkt, new Set([id]))
     const second = Math.ceil(expires / 1000)
     const bucket = this.byExpiry.get(second)
     if (bucket) bucket.push(id)
@@ -82,7 +90,7 @@ export class MemoryReplayStore implements ReplayStore {
       if (s > upTo) continue
       for (const id of this.byExpiry.get(s) ?? []) {
         const e = this.seen.get(id)
-        // the id may have been recorded again since, with a later expiry
+        // the id may have been evicted, or recorded again since with a later expiry
         if (e && e.expires <= now) this.drop(id, e)
       }
       this.byExpiry.delete(s)
@@ -92,9 +100,9 @@ export class MemoryReplayStore implements ReplayStore {
 
   private drop(id: string, e: Entry) {
     this.seen.delete(id)
-    const n = (this.perKeyCount.get(e.jkt) ?? 1) - 1
-    if (n > 0) this.perKeyCount.set(e.jkt, n)
-    else this.perKeyCount.delete(e.jkt)
+    const mine = this.byKey.get(e.jkt)
+    mine?.delete(id)
+    if (mine?.size === 0) this.byKey.delete(e.jkt)
   }
 }
 
