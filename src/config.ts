@@ -165,6 +165,15 @@ export type Config = {
 
 export type Secrets = { jwtSecret: string; oauthSigningKey: string; plcRotationKey: string }
 
+const SECRETS = new Set([
+  'PDS_JWT_SECRET',
+  'PDS_OAUTH_SIGNING_KEY',
+  'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX',
+  'PDS_ADMIN_PASSWORD',
+  'PDS_EMAIL_HTTP_TOKEN',
+  'PDS_RATE_LIMIT_BYPASS_KEY',
+])
+
 function parseVars(env: NodeJS.ProcessEnv): Vars {
   const out: Record<string, unknown> = {}
   for (const [name, schema] of Object.entries(vars)) {
@@ -172,7 +181,9 @@ function parseVars(env: NodeJS.ProcessEnv): Vars {
     const r = (schema as z.ZodType).safeParse(raw === '' ? undefined : raw)
     if (!r.success) {
       const why = r.error.issues[0]?.message ?? 'invalid'
-      throw new ConfigError(`${name}: ${why} (got ${raw === undefined ? 'nothing' : JSON.stringify(raw)})`)
+      // a secret's value would end up in logs: say only how long it was
+      const got = raw === undefined ? 'nothing' : SECRETS.has(name) ? `${raw.length} characters` : JSON.stringify(raw)
+      throw new ConfigError(`${name}: ${why} (got ${got})`)
     }
     out[name] = r.data
   }

@@ -42,6 +42,16 @@ describe('the server process', () => {
     expect(lines[0]).toMatch(/^config error: PDS_PORT: /)
   })
 
+  it('stops at start with one line when the admin password is under 16 characters, without echoing it', async () => {
+    const env = await testEnv(await freePort(), tempDir(), { PDS_ADMIN_PASSWORD: 'hunter2-hunter2' })
+    const p = run(env)
+    expect(await p.exited).toBe(1)
+    const lines = p.err().trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^config error: PDS_ADMIN_PASSWORD: must be at least 16 characters/)
+    expect(lines[0]).not.toContain('hunter2')
+  })
+
   it('finishes a request in flight on SIGTERM, refuses new ones and exits 0 within 5 s', async () => {
     const port = await freePort()
     const env = await testEnv(port, tempDir(), { PDS_LOG_LEVEL: 'info' })

@@ -120,6 +120,14 @@ describe('rate limits', () => {
     expect(statuses.every((s) => s === 401)).toBe(true)
     const res = await xrpc(pds.url, 'com.atproto.server.describeServer')
     expect(res.headers.get('ratelimit-limit')).toBeNull()
+    // wrong admin passwords past the address budget (100) are not counted either
+    const admin = (password: string) =>
+      xrpc(pds.url, 'com.atproto.admin.getAccountInfos', {
+        params: { dids: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' },
+        headers: { authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` },
+      })
+    expect(new Set(await attempts(101, () => admin('guess')))).toEqual(new Set([401]))
+    expect((await admin(ADMIN_PASSWORD)).status).toBe(200)
   })
 
   describe('on every password check', () => {
