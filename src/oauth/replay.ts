@@ -1,5 +1,5 @@
-// DPoP jti replay stores (the `shared` store is Redis, DECISIONS.md 10): an atomic check-and-record
-// that answers whether the jti is seen for the first time while a proof carrying it could still be
+// DPoP jti replay stores, per process or shared through Redis: an atomic check-and-record that
+// answers whether the jti is seen for the first time while a proof carrying it could still be
 // accepted.
 import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'

@@ -119,7 +119,7 @@ export function oauthRoutes(deps: Deps): Router {
     if (!/^[A-Za-z0-9_-]{43}$/.test(challenge)) throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
     if (p.response_mode !== undefined && p.response_mode !== 'query') throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
     if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
-    // DECISIONS.md 9: dpop_jkt parameter or DPoP proof; both must agree; one is required. The
+    // the key comes from a dpop_jkt parameter or a DPoP proof; both must agree; one is required. The
     // proof's jti is not recorded: replaying it gains nothing that naming its key in dpop_jkt
     // would not, and recording would let anyone fill the replay store with fresh keys.
     let jkt = p.dpop_jkt
@@ -388,7 +388,7 @@ export function oauthRoutes(deps: Deps): Router {
     return { ...pair, scope, sub: claims.sub }
   }
 
-  // §4.5: always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
+  // always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
   // an invalid token still answers 200); an expired one still ends its grant. An access token ends
   // the grant it was minted with (the official client's signOut revokes its access token).
   r.post('/oauth/revoke', form, handle(async (req, res) => {
