@@ -99,6 +99,7 @@ const vars = {
   PDS_PROXY_MAX_RESPONSE_BYTES: int(1, 2 ** 40).default(10 * 1024 * 1024),
   PDS_CRAWL_INTERVAL_MINUTES: int(1, 24 * 60).default(20),
   PDS_FIREHOSE_RETENTION_HOURS: int(1, 24 * 365).default(72),
+  PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(16),
   PDS_BLOB_UPLOAD_LIMIT: int(1, 2 ** 40).default(104_857_600),
   PDS_PRIVACY_POLICY_URL: url.optional(),
   PDS_TERMS_OF_SERVICE_URL: url.optional(),
@@ -157,6 +158,8 @@ export type Config = {
   /** a write after this many quiet minutes asks the relays to crawl again */
   crawlIntervalMinutes: number
   firehoseRetentionHours: number
+  /** subscribeRepos streams one client address may hold open at once */
+  firehoseConnectionsPerAddress: number
   blobUploadLimit: number
   links: { privacyPolicy?: string; termsOfService?: string; contactEmail?: string }
   /** warnings to log once the logger exists (generated secrets, console email) */
@@ -262,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     proxy: { timeoutMs: v.PDS_PROXY_TIMEOUT_MS, maxResponseBytes: v.PDS_PROXY_MAX_RESPONSE_BYTES },
     crawlIntervalMinutes: v.PDS_CRAWL_INTERVAL_MINUTES,
     firehoseRetentionHours: v.PDS_FIREHOSE_RETENTION_HOURS,
+    firehoseConnectionsPerAddress: v.PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS,
     blobUploadLimit: v.PDS_BLOB_UPLOAD_LIMIT,
     links: {
       privacyPolicy: v.PDS_PRIVACY_POLICY_URL,

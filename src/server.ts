@@ -1,8 +1,9 @@
 // Wiring: store, services, routes, HTTP listener and graceful shutdown.
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http'
+import { createServer as createHttpServer, STATUS_CODES, type Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
 import type { WebSocketServer } from 'ws'
@@ -26,7 +27,8 @@ import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
-import { RateLimits, type RateLimitTuning } from './auth/rate-limits.js'
+import { RateLimits, clientAddress, type RateLimitTuning } from './auth/rate-limits.js'
+import type { Refusal, StreamAdmission } from './sequencer/admission.js'
 import { DidResolver } from './identity/did-resolver.js'
 import { createProxy } from './proxy/index.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -74,6 +76,10 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     safetyPollMs: 1000,
     retentionHours: config.firehoseRetentionHours,
     maxBuffer: 5000,
+    maxBacklogBytes: 16 * 1024 * 1024,
+    stallMs: 30_000,
+    maxBackfills: 4,
+    maxConnectionsPerAddress: config.firehoseConnectionsPerAddress,
     ...opts.firehose,
   })
   await firehose.start()
@@ -157,7 +163,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   })
 
   const limits = { ...HTTP_LIMITS, ...opts.http }
-  const http = await listen(app, api.xrpc, config.port, config.bind, limits)
+  const http = await listen(app, { xrpc: api.xrpc, admission: firehose.admission }, config.port, config.bind, limits)
   const port = (http.address() as AddressInfo).port
   const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
   const metricsHttp = config.metricsPort
@@ -231,7 +237,7 @@ async function redisReady(redis: Redis, logger: Logger) {
 // the XRPC subscriptions, as xrpc-server's own listen hook would route them.
 async function listen(
   app: express.Express,
-  xrpc: XrpcServer | undefined,
+  streams: { xrpc: XrpcServer; admission: StreamAdmission } | undefined,
   port: number,
   bind: string,
   limits: HttpLimits,
@@ -246,13 +252,22 @@ async function listen(
     },
     app,
   )
-  if (xrpc) {
-    const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
+  if (streams) {
+    const subs = (streams.xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
     server.on('upgrade', (req, socket, head) => {
       const nsid = req.url?.match(/^\/xrpc\/([^?/]+)/)?.[1]
       const sub = nsid ? subs.get(nsid) : undefined
       if (!sub) return socket.destroy()
-      sub.wss.handleUpgrade(req, socket, head, (ws) => sub.wss.emit('connection', ws, req))
+      socket.on('error', () => {})
+      // express's request methods, as every other request gets them: req.ip is the address the
+      // rate limits count, under the same proxy trust
+      Object.setPrototypeOf(req, app.request)
+      const refused = streams.admission.admit(req, socket, clientAddress(req as Request))
+      if (refused) return refuseUpgrade(socket, refused)
+      sub.wss.handleUpgrade(req, socket, head, (ws) => {
+        streams.admission.attach(req, ws)
+        sub.wss.emit('connection', ws, req)
+      })
     })
   }
   await new Promise<void>((resolve, reject) => {
@@ -263,6 +278,16 @@ async function listen(
     })
   })
   return server
+}
+
+/** an HTTP error instead of the upgrade: the client has no WebSocket to read an error frame from */
+function refuseUpgrade(socket: Duplex, { status, error, message }: Refusal) {
+  const body = JSON.stringify({ error, message })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    () => socket.destroy(),
+  )
 }
 
 // Firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse.

@@ -62,7 +62,10 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
 type Ctx = HandlerContext
 type Creds = { did?: string } | undefined
 
-const ip = (ctx: Ctx) => ctx.req.ip ?? ctx.req.socket.remoteAddress ?? 'unknown'
+/** the client address every per-address limit counts against (express's req.ip: PDS_TRUST_PROXY) */
+export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) =>
+  req.ip ?? req.socket.remoteAddress ?? 'unknown'
+const ip = (ctx: Ctx) => clientAddress(ctx.req)
 const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials as Creds)?.did
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
 

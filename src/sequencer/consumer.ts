@@ -1,86 +1,171 @@
-// One subscribeRepos consumer: replay from `cursor`, then live. Each consumer has a bounded
-// buffer; one that falls behind it while live is closed with ConsumerTooSlow instead of growing
-// memory. While replaying, an overflowing buffer is simply dropped: the log still has it all.
+// One subscribeRepos consumer: replay from `cursor`, then live. Frames are written to the socket
+// here rather than yielded one by one, so what the server holds for a consumer is measured where
+// it sits (the socket's unsent bytes) and a consumer that stops reading cannot stall anything:
+// - a replay takes one of a few backfill slots, reads the log a page at a time, lets other work
+//   run between pages, and gives its slot up while it waits for the consumer to read;
+// - live events go straight to the socket; a consumer whose unsent backlog passes the limit, or a
+//   replay that waits too long for the consumer to read, is sent ConsumerTooSlow and closed.
 import { ErrorFrame, MessageFrame } from '@atproto/xrpc-server'
+import type { WebSocket } from 'ws'
 import { encodeEvent, type EncodedEvent, type Firehose } from './firehose.js'
+import type { Release } from './slots.js'
 
-const PAGE = 500
+const PAGE = 100
+/** unsent bytes past which a replay waits for the consumer before sending more */
+const REPLAY_HIGH_WATER = 256 * 1024
+/** the close code xrpc-server ends a stream with after an error frame */
+const POLICY = 1008
 
-/** an event already encoded once for every consumer */
-class EncodedFrame extends MessageFrame {
-  constructor(private bytes: Uint8Array) {
-    super({})
-  }
-  toBytes() {
-    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength)
-  }
-}
-
-export async function* consume(hose: Firehose, cursor: number | undefined, signal: AbortSignal) {
+export async function* consume(hose: Firehose, cursor: number | undefined, signal: AbortSignal, ws: WebSocket | undefined) {
   if (cursor !== undefined && !(Number.isSafeInteger(cursor) && cursor >= 0)) {
     yield new ErrorFrame({ error: 'InvalidRequest', message: 'cursor must be a non-negative integer' })
     return
   }
-  const maxBuffer = hose.maxBuffer
+  if (!ws) throw new Error('firehose stream without its socket')
+  const limits = hose.limits
+  const out = new Outbox(ws)
+  // live events that arrive while the log is replayed; past the limit they are dropped and the
+  // replay reads them from the log instead
   const queue: EncodedEvent[] = []
   let overflow = false
-  let wake: (() => void) | undefined
-  const unsubscribe = hose.subscribe((ev) => {
-    if (queue.length >= maxBuffer) overflow = true
-    else queue.push(ev)
-    wake?.()
-  }, () => queue.length)
-  const onAbort = () => wake?.()
+  let live = false
+  let last = -1
+  let ended: (() => void) | undefined
+  const end = new Promise<void>((resolve) => (ended = resolve))
+  let tooSlow = false
+  const dropSlow = () => {
+    if (tooSlow) return
+    tooSlow = true
+    unsubscribe()
+    // straight to the socket: the consumer may never read far enough for a yielded frame to go out
+    ws.send(new ErrorFrame({ error: 'ConsumerTooSlow', message: 'Stream consumer too slow' }).toBytes(), { binary: true })
+    ws.close(POLICY, 'ConsumerTooSlow')
+    ended?.()
+  }
+  const unsubscribe = hose.subscribe(
+    (ev) => {
+      if (!live) {
+        if (queue.length >= limits.maxBuffer) overflow = true
+        else queue.push(ev)
+        return
+      }
+      // the poller may hand out events this consumer already has (it can lag the log)
+      if (ev.seq <= last) return
+      if (out.pending >= limits.maxBuffer || ws.bufferedAmount + ev.bytes.length > limits.maxBacklogBytes) return dropSlow()
+      last = ev.seq
+      out.send(ev.bytes)
+    },
+    () => out.pending + queue.length,
+  )
+  const onAbort = () => ended?.()
   signal.addEventListener('abort', onAbort)
+  let slot: Release | undefined
+  const gone = () => signal.aborted || tooSlow
+  /** false when the consumer is gone, or was too slow to read what the replay sent it */
+  const backPressure = async () => {
+    if (ws.bufferedAmount <= REPLAY_HIGH_WATER) return true
+    // nothing to do until the consumer reads: someone else may replay meanwhile
+    slot?.()
+    slot = undefined
+    if (await out.drained(limits.stallMs, signal)) return true
+    if (!signal.aborted) dropSlow()
+    return false
+  }
   try {
-    let last = -1
     // without a cursor the stream starts at the log's head now: the process's poller may not have
     // read events committed (by any process) before this subscription yet, and they are not live
+    let fromLog = cursor !== undefined
     if (cursor === undefined) last = await hose.maxSeq()
-    if (cursor !== undefined) {
+    else {
       const newest = await hose.maxSeq()
       if (cursor > newest) {
         yield new ErrorFrame({ error: 'FutureCursor', message: 'Cursor in the future.' })
         return
       }
+      if (!(slot = await hose.backfills.acquire(signal))) return
       const oldest = await hose.minSeq()
       last = cursor
       if (oldest !== undefined && cursor < oldest - 1) {
-        yield new MessageFrame({ name: 'OutdatedCursor', message: 'Requested cursor exceeded limit. Possibly missing events' }, { type: '#info' })
+        out.send(new MessageFrame({ name: 'OutdatedCursor', message: 'Requested cursor exceeded limit. Possibly missing events' }, { type: '#info' }).toBytes())
         last = oldest - 1
-      }
-      for (;;) {
-        const rows = await hose.rowsAfter(last, PAGE)
-        for (const row of rows) {
-          if (signal.aborted) return
-          yield new EncodedFrame(encodeEvent(row).bytes)
-          last = row.seq
-        }
-        if (rows.length === PAGE) continue
-        if (!overflow) break
-        overflow = false
-        queue.length = 0
       }
     }
     for (;;) {
-      if (signal.aborted) return
-      if (overflow) {
-        yield new ErrorFrame({ error: 'ConsumerTooSlow', message: 'Stream consumer too slow' })
-        return
+      while (fromLog) {
+        if (!slot && !(slot = await hose.backfills.acquire(signal))) return
+        const rows = await hose.rowsAfter(last, PAGE)
+        for (const row of rows) {
+          if (gone()) return
+          out.send(encodeEvent(row).bytes)
+          last = row.seq
+          if (!(await backPressure())) return
+        }
+        if (rows.length === PAGE) {
+          // let requests and other consumers run between pages
+          await new Promise((resolve) => setImmediate(resolve))
+          continue
+        }
+        fromLog = overflow
+        overflow = false
+        if (fromLog) queue.length = 0
       }
-      const ev = queue.shift()
-      if (!ev) {
-        await new Promise<void>((resolve) => (wake = resolve))
-        wake = undefined
-        continue
+      // the live events queued meanwhile; the switch to live happens with the queue empty and
+      // nothing awaited in between, so no event is lost or sent twice at the seam
+      while (queue.length && !overflow) {
+        if (gone()) return
+        const ev = queue.shift()!
+        if (ev.seq <= last) continue
+        out.send(ev.bytes)
+        last = ev.seq
+        if (!(await backPressure())) return
       }
-      // the seam: an event both replayed and queued live is sent once
-      if (ev.seq <= last) continue
-      last = ev.seq
-      yield new EncodedFrame(ev.bytes)
+      if (!overflow) break
+      // some were dropped: they are in the log
+      overflow = false
+      queue.length = 0
+      fromLog = true
     }
+    slot?.()
+    slot = undefined
+    live = true
+    await end
   } finally {
+    slot?.()
     unsubscribe()
     signal.removeEventListener('abort', onAbort)
+  }
+}
+
+/** the consumer's socket, and how many frames it has been handed that it has not written out */
+class Outbox {
+  pending = 0
+  private idle: (() => void) | undefined
+
+  constructor(private ws: WebSocket) {}
+
+  send(bytes: Uint8Array) {
+    this.pending++
+    this.ws.send(bytes, { binary: true }, this.written)
+  }
+
+  private written = () => {
+    if (--this.pending === 0) this.idle?.()
+  }
+
+  /** true once everything sent so far is written out; false after `ms`, or on abort */
+  drained(ms: number, signal: AbortSignal): Promise<boolean> {
+    if (this.pending === 0) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer)
+        signal.removeEventListener('abort', onAbort)
+        this.idle = undefined
+        resolve(ok)
+      }
+      const onAbort = () => done(false)
+      const timer = setTimeout(() => done(false), ms)
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.idle = () => done(true)
+    })
   }
 }

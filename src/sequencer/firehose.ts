@@ -5,6 +5,8 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { sql } from 'kysely'
 import type { Db } from '../db/index.js'
 import type { Logger } from '../logger.js'
+import { StreamAdmission } from './admission.js'
+import { Slots } from './slots.js'
 import { withSeqAndTime } from './splice.js'
 
 export type EncodedEvent = { seq: number; bytes: Uint8Array }
@@ -29,8 +31,19 @@ export type FirehoseOptions = {
   /** with a healthy wake-up channel (PostgreSQL LISTEN), the log is still read this often, as a safety net */
   safetyPollMs: number
   retentionHours: number
+  /** events a live consumer may have unsent before it is dropped */
   maxBuffer: number
+  /** unsent bytes a live consumer may hold before it is dropped */
+  maxBacklogBytes: number
+  /** how long a replay waits for its consumer to read before dropping it */
+  stallMs: number
+  /** consumers replaying the log at once; the others wait their turn */
+  maxBackfills: number
+  /** open streams per client address */
+  maxConnectionsPerAddress: number
 }
+
+export type ConsumerLimits = Pick<FirehoseOptions, 'maxBuffer' | 'maxBacklogBytes' | 'stallMs'>
 
 export type Listener = (ev: EncodedEvent) => void
 
@@ -43,16 +56,20 @@ export class Firehose {
   private pruneTimer: NodeJS.Timeout | undefined
   private wakeupHealthy = false
   private lastPollAt = 0
+  readonly backfills: Slots
+  readonly admission: StreamAdmission
 
   constructor(
     private db: Db,
     private logger: Logger,
     private opts: FirehoseOptions,
-  ) {}
+  ) {
+    this.backfills = new Slots(opts.maxBackfills)
+    this.admission = new StreamAdmission(opts.maxConnectionsPerAddress)
+  }
 
-  /** events a live consumer may fall behind by before it is dropped */
-  get maxBuffer() {
-    return this.opts.maxBuffer
+  get limits(): ConsumerLimits {
+    return this.opts
   }
 
   async start() {

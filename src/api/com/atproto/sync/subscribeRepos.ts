@@ -6,6 +6,7 @@ import { consume } from '../../../../sequencer/consumer.js'
 
 export default (api: Server, { firehose }: Pick<Services, 'firehose'>) =>
   api.com.atproto.sync.subscribeRepos(
-    // xrpc-server sends Frame instances as they are: events go out pre-encoded
-    ({ params, signal }) => consume(firehose, params.cursor, signal) as AsyncIterable<HandlerOutput>,
+    // events are written to the socket by the consumer; only error frames that end the stream
+    // before it starts are yielded (xrpc-server sends them and closes)
+    ({ params, req, signal }) => consume(firehose, params.cursor, signal, firehose.admission.socketOf(req)) as AsyncIterable<HandlerOutput>,
   )
