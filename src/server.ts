@@ -18,6 +18,7 @@ import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { optionalBodies } from './api/compat.js'
 import { exactXrpcRoutes, skipForXrpc } from './api/xrpc-paths.js'
+import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
@@ -142,6 +143,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.set('trust proxy', config.trustProxy)
   app.use(requestLog(logger))
   app.use(metrics.middleware((nsid) => known.has(nsid)))
+  // first of the routes: every API answer, errors and proxied calls included, carries it
+  app.use(browserHeaders())
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(oauthRoutes(services)))

@@ -40,16 +40,6 @@ export function oauthRoutes(deps: Deps): Router {
   const form = express.urlencoded({ extended: false, limit: '64kb' })
   const endpoint = (path: string) => `${config.publicUrl}${path}`
 
-  // browser-based clients call these across origins
-  r.use(['/oauth/par', '/oauth/token', '/oauth/revoke', '/oauth/jwks', '/.well-known/oauth-'], (req, res, next) => {
-    res.setHeader('Access-Control-Allow-Origin', '*')
-    res.setHeader('Access-Control-Allow-Headers', 'Content-Type, DPoP, Authorization')
-    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-    res.setHeader('Access-Control-Expose-Headers', 'DPoP-Nonce, WWW-Authenticate')
-    if (req.method === 'OPTIONS') res.status(204).end()
-    else next()
-  })
-
   r.get('/.well-known/oauth-protected-resource', (_req, res) => {
     res.json({
       resource: config.publicUrl,
