@@ -1,0 +1,348 @@
+// Web apps on another origin, in headless Chromium (playwright-core): a page bundling @atproto/api
+// creates an account, signs in, posts, uploads an image and reads its timeline through the proxy;
+// a single-page app using @atproto/oauth-client-browser signs in through the sign-in page and
+// posts with DPoP-bound tokens. Without CORS the browser hands none of the answers to the page.
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { build } from 'esbuild'
+import { decodeJwt } from 'jose'
+import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { didDocFor } from '../src/account/store.js'
+import { describe, startTestPds, type TestPds } from './harness.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+const d = existsSync(CHROMIUM) ? describe : describe.skip
+const SCOPE = 'atproto transition:generic'
+const PASSWORD = 'browser app password'
+// a 1x1 PNG
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
+
+// the page bundling @atproto/api: everything a user does in a first session
+const AGENT_APP = `
+import { AtpAgent } from '@atproto/api'
+window.run = async ({ service, handle, password, png }) => {
+  const signup = new AtpAgent({ service })
+  await signup.createAccount({ handle, email: handle + '@example.com', password })
+  const agent = new AtpAgent({ service })
+  await agent.login({ identifier: handle, password })
+  const first = await agent.post({ text: 'hello from a web app', createdAt: new Date().toISOString() })
+  const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0))
+  const upload = await agent.uploadBlob(bytes, { encoding: 'image/png' })
+  const blob = upload.data.blob
+  const second = await agent.post({
+    text: 'and a picture',
+    embed: { $type: 'app.bsky.embed.images', images: [{ image: blob, alt: 'a dot' }] },
+    createdAt: new Date().toISOString(),
+  })
+  const timeline = await agent.getTimeline({ limit: 10 })
+  const image = timeline.data.feed.find((f) => f.post.embed)?.post.embed.images[0]
+  const shown = image ? await fetch(image.fullsize) : undefined
+  return {
+    did: agent.session.did,
+    posts: [first.uri, second.uri],
+    blob: { ref: blob.ref.toString(), mimeType: blob.mimeType, size: blob.size },
+    feed: timeline.data.feed.map((f) => ({ uri: f.post.uri, text: f.post.record.text, by: f.post.author.handle })),
+    imageBytes: shown ? (await shown.arrayBuffer()).byteLength : -1,
+    rateLimitVisible: upload.headers['ratelimit-limit'] ?? null,
+  }
+}
+`
+
+// the single-page app: signs in with the official browser OAuth client, then posts
+const OAUTH_APP = `
+import { BrowserOAuthClient } from '@atproto/oauth-client-browser'
+const cfg = window.CONFIG
+// what script can read of each answer from the PDS
+window.seen = []
+const watching = async (input, init) => {
+  const res = await fetch(input, init)
+  const url = input instanceof Request ? input.url : String(input)
+  if (url.startsWith(cfg.pds)) {
+    window.seen.push({ url, status: res.status, dpopNonce: res.headers.get('dpop-nonce'), wwwAuthenticate: res.headers.get('www-authenticate') })
+  }
+  return res
+}
+const main = async () => {
+  const client = await BrowserOAuthClient.load({
+    clientId: cfg.clientId,
+    handleResolver: cfg.pds,
+    plcDirectoryUrl: cfg.plc,
+    allowHttp: true,
+    responseMode: 'query',
+    fetch: watching,
+  })
+  window.signIn = (handle) => client.signIn(handle, { scope: cfg.scope }).catch((err) => { window.signInError = String(err && err.stack || err) + " cause: " + String(err?.cause?.stack || err?.cause) + " seen: " + JSON.stringify(window.seen) })
+  const result = await client.init()
+  if (!result) return { state: 'signed-out' }
+  const { session } = result
+  const info = await session.getTokenInfo(false)
+  const write = await session.fetchHandler('/xrpc/com.atproto.repo.createRecord', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      repo: session.did,
+      collection: 'app.bsky.feed.post',
+      record: { $type: 'app.bsky.feed.post', text: 'posted from a single-page app', createdAt: new Date().toISOString() },
+    }),
+  })
+  const me = await session.fetchHandler('/xrpc/com.atproto.server.getSession')
+  // a token the server does not know: the challenge must be readable by script
+  const refused = await watching(cfg.pds + '/xrpc/com.atproto.server.getSession', { headers: { authorization: 'DPoP not-a-token', dpop: 'not-a-proof' } })
+  return {
+    state: 'signed-in',
+    did: session.did,
+    scope: info.scope,
+    write: { status: write.status, body: await write.json() },
+    me: await me.json(),
+    refused: { status: refused.status, wwwAuthenticate: refused.headers.get('www-authenticate') },
+  }
+}
+window.result = main().catch((err) => ({ state: 'error', message: String(err && err.stack || err) }))
+`
+
+type Served = { server: Server; origin: string }
+
+/** a loopback web server for one app: the HTML shell on every path, the bundle at /app.js */
+async function serveApp(bundle: string, config: (origin: string) => Record<string, string>): Promise<Served> {
+  let origin = ''
+  const server = createServer((req, res) => {
+    if (req.url === '/app.js') return res.writeHead(200, { 'content-type': 'text/javascript' }).end(bundle)
+    if (req.url === '/favicon.ico') return res.writeHead(404).end()
+    res.writeHead(200, { 'content-type': 'text/html' })
+    res.end(`<!doctype html><meta charset="utf-8"><title>app</title><script>window.CONFIG = ${JSON.stringify(config(origin))}</script><script type="module" src="/app.js"></script>`)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return { server, origin }
+}
+
+/**
+ * A stand-in AppView: getTimeline answers the caller's own posts (read from the PDS), with image
+ * embeds pointing at the PDS's getBlob, after checking the service token names it and the method.
+ */
+class StandInAppView {
+  server!: Server
+  did = ''
+  url = ''
+  calls: { iss: string; lxm: string }[] = []
+  constructor(private pdsUrl: () => string) {}
+
+  async start() {
+    this.server = createServer((req, res) => this.handle(req, res).catch((err) => this.reply(res, 500, { error: 'InternalServerError', message: String(err) })))
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r))
+    const port = (this.server.address() as AddressInfo).port
+    this.did = `did:web:localhost%3A${port}`
+    this.url = `http://localhost:${port}`
+  }
+
+  private reply(res: ServerResponse, status: number, body: unknown) {
+    // its own CORS headers, as a public AppView sends: the PDS must not pass them on
+    res.writeHead(status, { 'content-type': 'application/json', 'access-control-allow-origin': 'https://appview.example' })
+    res.end(JSON.stringify(body))
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse) {
+    const url = new URL(req.url!, this.url)
+    const lxm = url.pathname.replace('/xrpc/', '')
+    const claims = decodeJwt((req.headers.authorization ?? '').replace(/^Bearer /, ''))
+    if (claims.aud !== this.did || claims.lxm !== lxm) return this.reply(res, 401, { error: 'AuthenticationRequired', message: 'bad service token' })
+    this.calls.push({ iss: String(claims.iss), lxm })
+    if (lxm !== 'app.bsky.feed.getTimeline') return this.reply(res, 501, { error: 'MethodNotImplemented', message: lxm })
+    const did = String(claims.iss)
+    const pds = this.pdsUrl()
+    const repo = await (await fetch(`${pds}/xrpc/com.atproto.repo.describeRepo?repo=${did}`)).json()
+    const list = await (await fetch(`${pds}/xrpc/com.atproto.repo.listRecords?repo=${did}&collection=app.bsky.feed.post`)).json()
+    const feed = list.records.map((r: any) => {
+      const images = r.value.embed?.images as any[] | undefined
+      const blobUrl = (i: any) => `${pds}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${i.image.ref.$link}`
+      return {
+        post: {
+          uri: r.uri,
+          cid: r.cid,
+          author: { did, handle: repo.handle },
+          record: r.value,
+          indexedAt: new Date().toISOString(),
+          ...(images && { embed: { $type: 'app.bsky.embed.images#view', images: images.map((i) => ({ thumb: blobUrl(i), fullsize: blobUrl(i), alt: i.alt })) } }),
+        },
+      }
+    })
+    this.reply(res, 200, { feed })
+  }
+}
+
+let pds: TestPds
+let appview: StandInAppView
+let plc: Server
+let plcUrl: string
+let browser: BrowserContext
+let profile: string
+let bundles: string
+const apps: Served[] = []
+
+async function bundle(name: string, source: string) {
+  const entry = join(bundles, `${name}.js`)
+  writeFileSync(entry, source)
+  const outfile = join(bundles, `${name}.bundle.js`)
+  await build({
+    entryPoints: [entry],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'chrome120',
+    outfile,
+    nodePaths: [resolve('node_modules')],
+    define: { 'process.env.NODE_ENV': '"production"' },
+    logLevel: 'silent',
+  })
+  return readFileSync(outfile, 'utf8')
+}
+
+async function waitFor<T>(page: Page, expr: string, timeout = 20_000): Promise<T> {
+  await page.waitForFunction(expr, undefined, { timeout, polling: 100 })
+  return page.evaluate(expr) as Promise<T>
+}
+
+d('web apps on another origin in headless Chromium', () => {
+  beforeAll(async () => {
+    appview = new StandInAppView(() => pds.url)
+    await appview.start()
+    pds = await startTestPds({ PDS_BSKY_APP_VIEW_URL: appview.url, PDS_BSKY_APP_VIEW_DID: appview.did })
+    // the PLC directory the OAuth client resolves the account's DID through, answering browsers
+    plc = createServer(async (req, res) => {
+      const cors = { 'access-control-allow-origin': '*' }
+      const did = decodeURIComponent((req.url ?? '/').slice(1))
+      const doc = await didDocFor(pds.services.db, did)
+      if (!doc) return res.writeHead(404, { 'content-type': 'application/json', ...cors }).end('{"message":"DID not registered"}')
+      res.writeHead(200, { 'content-type': 'application/did+ld+json', ...cors }).end(JSON.stringify(doc))
+    })
+    await new Promise<void>((r) => plc.listen(0, '127.0.0.1', r))
+    plcUrl = `http://127.0.0.1:${(plc.address() as AddressInfo).port}`
+    bundles = mkdtempSync(join(tmpdir(), 'pds-bundles-'))
+    profile = mkdtempSync(join(tmpdir(), 'pds-chromium-'))
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      timeout: 20_000,
+    })
+  }, 60_000)
+  afterAll(async () => {
+    await browser?.close()
+    for (const a of apps) {
+      a.server.closeAllConnections()
+      await new Promise((r) => a.server.close(r))
+    }
+    for (const s of [plc, appview?.server]) {
+      s?.closeAllConnections()
+      await new Promise((r) => s?.close(r))
+    }
+    await pds?.stop()
+    for (const dir of [profile, bundles]) if (dir) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('a page bundling @atproto/api signs up, posts, uploads an image and reads its timeline', async () => {
+    const app = await serveApp(await bundle('agent-app', AGENT_APP), () => ({}))
+    apps.push(app)
+    const page = await browser.newPage()
+    try {
+      await page.goto(app.origin + '/', { timeout: 10_000 })
+      await page.waitForFunction('typeof window.run === "function"', undefined, { timeout: 10_000 })
+      const out: any = await Promise.race([
+        page.evaluate((args) => (window as any).run(args), { service: pds.url, handle: 'webapp.test', password: PASSWORD, png: PNG.toString('base64') }),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('the page did not finish in 30 s')), 30_000)),
+      ])
+      expect(out.did).toMatch(/^did:plc:/)
+      expect(out.posts).toHaveLength(2)
+      for (const uri of out.posts) expect(uri).toMatch(new RegExp(`^at://${out.did}/app\\.bsky\\.feed\\.post/`))
+      expect(out.blob).toMatchObject({ mimeType: 'image/png', size: PNG.length })
+      expect(out.blob.ref).toMatch(/^bafkrei/)
+      // the timeline came from the AppView through this server, and shows both posts and the image
+      expect(out.feed.map((f: any) => f.uri).sort()).toEqual([...out.posts].sort())
+      expect(out.feed.map((f: any) => f.text).sort()).toEqual(['and a picture', 'hello from a web app'])
+      expect(out.feed.every((f: any) => f.by === 'webapp.test')).toBe(true)
+      expect(out.imageBytes).toBe(PNG.length)
+      expect(appview.calls).toContainEqual({ iss: out.did, lxm: 'app.bsky.feed.getTimeline' })
+    } finally {
+      await page.close()
+    }
+  }, 60_000)
+
+  it('a single-page app with @atproto/oauth-client-browser signs in through the sign-in page and posts', async () => {
+    const created = await fetch(`${pds.url}/xrpc/com.atproto.server.createAccount`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ handle: 'spa.test', email: 'spa@example.com', password: PASSWORD }),
+    })
+    expect(created.status).toBe(200)
+    const did = (await created.json()).did
+    const code = await bundle('oauth-app', OAUTH_APP)
+    const app = await serveApp(code, (origin) => ({
+      pds: pds.env.PDS_PUBLIC_URL,
+      plc: plcUrl,
+      scope: SCOPE,
+      clientId: `http://localhost?${new URLSearchParams({ redirect_uri: `${origin}/`, scope: SCOPE })}`,
+    }))
+    apps.push(app)
+    const page = await browser.newPage()
+    // every answer from the PDS as the network saw it, whatever the page was allowed to read
+    const network: { url: string; status: number; dpopNonce?: string; wwwAuthenticate?: string }[] = []
+    const writes: Record<string, string>[] = []
+    page.on('request', (r) => {
+      if (r.url().endsWith('/xrpc/com.atproto.repo.createRecord') && r.method() === 'POST') writes.push(r.headers())
+    })
+    page.on('response', (r) => {
+      if (!r.url().startsWith(pds.env.PDS_PUBLIC_URL) || r.request().method() === 'OPTIONS') return
+      const h = r.headers()
+      network.push({ url: r.url(), status: r.status(), dpopNonce: h['dpop-nonce'], wwwAuthenticate: h['www-authenticate'] })
+    })
+    try {
+      await page.goto(app.origin + '/', { timeout: 10_000 })
+      expect(await waitFor<any>(page, 'window.result', 20_000)).toEqual({ state: 'signed-out' })
+      // the app sends the browser to the sign-in page
+      await page.evaluate(() => void (window as any).signIn('spa.test'))
+      const where = await waitFor<string>(page, `window.signInError || (location.href.startsWith(${JSON.stringify(pds.env.PDS_PUBLIC_URL + '/oauth/authorize')}) && document.readyState === 'complete' && 'sign-in page')`, 15_000)
+      expect(where).toBe('sign-in page')
+      expect(await page.inputValue('#handle')).toBe('spa.test')
+      await page.fill('#password', PASSWORD)
+      await Promise.all([page.waitForURL((u) => u.href.startsWith(app.origin), { timeout: 15_000 }), page.click('button[value=allow]')])
+      const result = await waitFor<any>(page, 'window.result', 30_000)
+      expect(result.state, result.message).toBe('signed-in')
+      expect(result.did).toBe(did)
+      expect(result.scope).toBe(SCOPE)
+      expect(result.write.status).toBe(200)
+      expect(result.write.body.uri).toMatch(new RegExp(`^at://${did}/app\\.bsky\\.feed\\.post/`))
+      expect(result.me).toMatchObject({ did, handle: 'spa.test' })
+      expect(result.refused.status).toBe(401)
+      expect(result.refused.wwwAuthenticate).toMatch(/^DPoP /)
+
+      // the record is in the repository, written with a DPoP-bound token and a proof
+      expect(writes.length).toBeGreaterThan(0)
+      for (const h of writes) {
+        expect(h.authorization).toMatch(/^DPoP /)
+        expect(h.dpop).toBeTruthy()
+      }
+      const rkey = result.write.body.uri.split('/').pop()
+      const read = await fetch(`${pds.url}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=app.bsky.feed.post&rkey=${rkey}`)
+      expect((await read.json()).value.text).toBe('posted from a single-page app')
+
+      // whatever nonce or challenge the server sent, script could read it
+      const seen: any[] = await page.evaluate(() => (window as any).seen)
+      const tokenCall = seen.find((s) => s.url.endsWith('/oauth/token'))
+      expect(tokenCall?.status).toBe(200)
+      for (const n of network) {
+        if (!n.dpopNonce && !n.wwwAuthenticate) continue
+        const match = seen.find((s) => s.url === n.url && s.status === n.status)
+        if (!match) continue // a navigation or a call made outside the client's fetch
+        if (n.dpopNonce) expect(match.dpopNonce, n.url).toBe(n.dpopNonce)
+        if (n.wwwAuthenticate) expect(match.wwwAuthenticate, n.url).toBe(n.wwwAuthenticate)
+      }
+      expect(seen.some((s) => s.wwwAuthenticate)).toBe(true)
+    } finally {
+      await page.close()
+    }
+  }, 60_000)
+})
