@@ -166,6 +166,9 @@ function ownTargets(results, hash, mem) {
     const beyond = ca.cpuMsPerOp - hash.cpuMs
     lines.push(`createAccount: ${fmt(ca.cpuMsPerOp)} ms CPU = hash ${beyond >= 0 ? '+' : '-'} ${fmt(Math.abs(beyond))} ms (target <= hash + 20 ms) ${beyond <= 20 ? 'OK' : 'MISS'}`)
   }
+  const gs = by('getSession')
+  const pre = by('cors.preflight')
+  if (gs && pre) lines.push(`CORS preflight: ${fmt(pre.cpuMsPerOp, 3)} ms CPU per op vs getSession ${fmt(gs.cpuMsPerOp, 3)} (target: no more) ${pre.cpuMsPerOp <= gs.cpuMsPerOp ? 'OK' : 'MISS'}`)
   const lr2 = by('listRecords.small')
   const lr10 = by('listRecords.large')
   if (lr2 && lr10) lines.push(`listRecords flatness: 10,000 / 2,000 CPU per op = x${fmt(lr10.cpuMsPerOp / lr2.cpuMsPerOp, 2)} (flat is ~1)`)

@@ -188,6 +188,19 @@ export const SCENARIOS = [
       }),
   },
   {
+    // what a browser sends before each cross-origin getSession (and most other calls): it must
+    // cost no more than the call it precedes
+    key: 'cors.preflight',
+    name: 'CORS preflight of getSession (c=16)',
+    metric: 'req/s',
+    run: (t, p) =>
+      runLoad({
+        concurrency: 16,
+        durationMs: p.seconds * 1000,
+        op: () => t.x.preflight('com.atproto.server.getSession', { headers: 'authorization, dpop, atproto-accept-labelers' }),
+      }),
+  },
+  {
     // OAuth: a DPoP-bound access token per worker, a fresh proof (ES256, new jti, ath) on every
     // call, so proof verification and the replay store are on the measured path
     key: 'getSession.dpop',

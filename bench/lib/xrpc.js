@@ -70,6 +70,21 @@ export class Xrpc {
     throw new XrpcError(res.statusCode, parsed.error ?? 'Unknown', parsed.message)
   }
 
+  /** A CORS preflight as a browser sends it before a cross-origin call; throws unless answered. */
+  async preflight(nsid, { method = 'GET', headers = 'authorization' } = {}) {
+    const res = await this.pool.request({
+      method: 'OPTIONS',
+      path: `/xrpc/${nsid}`,
+      headers: { origin: 'http://app.example', 'access-control-request-method': method, 'access-control-request-headers': headers },
+      headersTimeout: 120_000,
+      bodyTimeout: 120_000,
+    })
+    await res.body.dump()
+    if (res.statusCode >= 300 || res.headers['access-control-allow-origin'] !== '*') {
+      throw new XrpcError(res.statusCode, 'NoCors', `preflight answered ${res.statusCode} without Access-Control-Allow-Origin: *`)
+    }
+  }
+
   async close() {
     await this.pool.close()
   }
