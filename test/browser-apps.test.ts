@@ -47,7 +47,6 @@ window.run = async ({ service, handle, password, png }) => {
     blob: { ref: blob.ref.toString(), mimeType: blob.mimeType, size: blob.size },
     feed: timeline.data.feed.map((f) => ({ uri: f.post.uri, text: f.post.record.text, by: f.post.author.handle })),
     imageBytes: shown ? (await shown.arrayBuffer()).byteLength : -1,
-    rateLimitVisible: upload.headers['ratelimit-limit'] ?? null,
   }
 }
 `
@@ -75,7 +74,7 @@ const main = async () => {
     responseMode: 'query',
     fetch: watching,
   })
-  window.signIn = (handle) => client.signIn(handle, { scope: cfg.scope }).catch((err) => { window.signInError = String(err && err.stack || err) + " cause: " + String(err?.cause?.stack || err?.cause) + " seen: " + JSON.stringify(window.seen) })
+  window.signIn = (handle) => client.signIn(handle, { scope: cfg.scope }).catch((err) => { window.signInError = String(err) + (err.cause ? ' (cause: ' + String(err.cause) + ')' : '') })
   const result = await client.init()
   if (!result) return { state: 'signed-out' }
   const { session } = result
@@ -329,7 +328,7 @@ d('web apps on another origin in headless Chromium', () => {
       const read = await fetch(`${pds.url}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=app.bsky.feed.post&rkey=${rkey}`)
       expect((await read.json()).value.text).toBe('posted from a single-page app')
 
-      // whatever nonce or challenge the server sent, script could read it
+      // whatever nonce or challenge the server sent (as the network saw it), script could read
       const seen: any[] = await page.evaluate(() => (window as any).seen)
       const tokenCall = seen.find((s) => s.url.endsWith('/oauth/token'))
       expect(tokenCall?.status).toBe(200)
