@@ -5,6 +5,9 @@ import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { hashAppPassword, matchAppPassword, newAppPasswordSalt } from './password.js'
 import type { Store } from './store.js'
+import type { Db } from '../db/index.js'
+import type { AppPasswordClaim } from '../auth/session-tokens.js'
+import { endAppPasswordSessions } from '../auth/revocation.js'
 
 export const APP_PASSWORD_NAME = /^[a-zA-Z0-9._-]{4,32}$/
 // a-z without l and o, digits 2-9: 32 symbols, none easily mistaken for another
@@ -59,9 +62,9 @@ export async function listAppPasswords(db: Store, did: string): Promise<AppPassw
   return rows.map((r) => ({ name: r.name, createdAt: r.created_at, privileged: !!r.privileged }))
 }
 
-/** idempotent; refresh records minted under the name are left alone (part 1 §3) */
-export async function revokeAppPassword(db: Store, did: string, name: string) {
-  await db.deleteFrom('app_password').where('did', '=', did).where('name', '=', name).execute()
+/** idempotent; the sessions signed in with it end too, access tokens included */
+export async function revokeAppPassword(db: Db, did: string, name: string) {
+  await endAppPasswordSessions(db, did, name)
 }
 
 /** the app password `password` is, for login; one scrypt whatever the number stored */
@@ -69,24 +72,24 @@ export async function matchLogin(
   db: Store,
   account: { did: string; app_password_salt: string | null },
   password: string,
-): Promise<{ name: string; privileged: boolean } | undefined> {
+): Promise<AppPasswordClaim | undefined> {
   const rows = await db
     .selectFrom('app_password')
-    .select(['name', 'password_hash', 'privileged'])
+    .select(['name', 'password_hash', 'privileged', 'created_at'])
     .where('did', '=', account.did)
     .execute()
   // no salt yet means no app password: hash anyway, so the answer costs the same
   const i = await matchAppPassword(password, account.app_password_salt ?? newAppPasswordSalt(), rows.map((r) => r.password_hash))
-  return i < 0 ? undefined : { name: rows[i].name, privileged: !!rows[i].privileged }
+  return i < 0 ? undefined : { name: rows[i].name, privileged: !!rows[i].privileged, at: rows[i].created_at }
 }
 
-/** the claim a refreshed session carries: a revoked app password counts as not privileged */
-export async function appPasswordClaim(db: Store, did: string, name: string) {
+/** the claim a refreshed session carries; none once the app password is revoked */
+export async function appPasswordClaim(db: Store, did: string, name: string): Promise<AppPasswordClaim | undefined> {
   const row = await db
     .selectFrom('app_password')
-    .select('privileged')
+    .select(['privileged', 'created_at'])
     .where('did', '=', did)
     .where('name', '=', name)
     .executeTakeFirst()
-  return { name, privileged: !!row?.privileged }
+  return row && { name, privileged: !!row.privileged, at: row.created_at }
 }

@@ -3,7 +3,7 @@
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import * as dagCbor from '@ipld/dag-cbor'
-import type { Store, AccountRow } from './store.js'
+import { emailFields, type Store, type AccountRow } from './store.js'
 import { latestOp, pdsEndpoint, renderDidDoc } from '../identity/plc.js'
 import { repoCounts } from '../repo/read.js'
 
@@ -37,15 +37,14 @@ export async function repoStatusCounts(db: Store, did: string): Promise<RepoStat
   }
 }
 
-export async function accountStatus(db: Store, account: AccountRow, publicUrl: string) {
+export async function accountStatus(db: Store, account: AccountRow, publicUrl: string, showEmail = true) {
   const latest = await latestOp(db, account.did)
   // the DID is valid for this server when its document names this server as the PDS
   const validDid = !!latest && pdsEndpoint(renderDidDoc(account.did, latest.op)) === publicUrl
   return {
     did: account.did,
     handle: account.handle,
-    ...(account.email ? { email: account.email } : {}),
-    emailConfirmed: !!account.email_confirmed_at,
+    ...emailFields(account, showEmail),
     status: account.status,
     active: account.status === 'active',
     activated: account.status === 'active',

@@ -94,14 +94,17 @@ export async function sessionDidDoc(db: Store, account: AccountRow | AccountWith
   return doc && pdsEndpoint(doc) === publicUrl ? doc : undefined
 }
 
+/** the email fields of a response, for a caller allowed to read them */
+export const emailFields = (account: AccountRow, show: boolean) =>
+  show ? { ...(account.email ? { email: account.email } : {}), emailConfirmed: !!account.email_confirmed_at } : {}
+
 /** fields every session response shares (createSession, getSession, refreshSession) */
-export async function sessionView(db: Store, account: AccountRow | AccountWithHead, publicUrl: string) {
+export async function sessionView(db: Store, account: AccountRow | AccountWithHead, publicUrl: string, showEmail = true) {
   const didDoc = await sessionDidDoc(db, account, publicUrl)
   return {
     did: account.did,
     handle: account.handle,
-    ...(account.email ? { email: account.email } : {}),
-    emailConfirmed: !!account.email_confirmed_at,
+    ...emailFields(account, showEmail),
     ...(didDoc ? { didDoc: didDoc as unknown as { [k: string]: unknown } } : {}),
     active: account.status === 'active',
     ...(account.status === 'active' ? {} : { status: account.status }),

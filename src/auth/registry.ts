@@ -23,6 +23,11 @@ export type Row = {
   scope?: Scope
   /** DECISIONS.md 1: a non-privileged app-password session gets 403 InsufficientScope */
   privileged?: boolean | ((params: Record<string, unknown>) => boolean)
+  /** no OAuth token may call it, whatever its scope: methods that could hand the account to
+   *  someone else (its address, its password, a credential that outlives the app's grant) */
+  sessionOnly?: boolean
+  /** OAuth callers, beyond `scope`: a check that depends on the call's parameters */
+  oauthAllows?: (scope: string, params: Record<string, unknown>) => boolean
   rateLimit?: RateLimitName
   /** also accepts the migration service token of part 2 §4.8 as Bearer */
   migrationToken?: boolean
@@ -41,25 +46,25 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true },
 
   // part 1: app passwords
-  'com.atproto.server.createAppPassword': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.listAppPasswords': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.revokeAppPassword': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.createAppPassword': { check: 'access', sessionOnly: true, privileged: true },
+  'com.atproto.server.listAppPasswords': { check: 'access', sessionOnly: true, privileged: true },
+  'com.atproto.server.revokeAppPassword': { check: 'access', sessionOnly: true, privileged: true },
 
   // part 1: email flows
   'com.atproto.server.requestEmailConfirmation': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
   'com.atproto.server.confirmEmail': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.requestEmailUpdate': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
-  'com.atproto.server.updateEmail': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.requestEmailUpdate': { check: 'access', sessionOnly: true, privileged: true, rateLimit: 'email' },
+  'com.atproto.server.updateEmail': { check: 'access', sessionOnly: true, privileged: true },
   'com.atproto.server.requestPasswordReset': { check: 'none', rateLimit: 'resetPassword' },
   'com.atproto.server.resetPassword': { check: 'none', rateLimit: 'resetPassword' },
 
   // part 1: lifecycle
   'com.atproto.server.checkAccountStatus': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
   'com.atproto.server.deactivateAccount': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
-  'com.atproto.server.requestAccountDelete': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
+  'com.atproto.server.requestAccountDelete': { check: 'access', sessionOnly: true, privileged: true, rateLimit: 'email' },
   // its password check spends the account's login budget
-  'com.atproto.server.deleteAccount': { check: 'access', scope: 'transition:generic', rateLimit: 'login' },
+  'com.atproto.server.deleteAccount': { check: 'access', sessionOnly: true, rateLimit: 'login' },
 
   // part 1: discovery
   'com.atproto.server.describeServer': { check: 'none' },
@@ -75,10 +80,12 @@ export const registry: Record<string, Row> = {
 
   // part 2 §4.6 and §4.7: invites and service auth
   'com.atproto.server.getAccountInviteCodes': { check: 'access', scope: 'atproto' },
+  // a service token carries no more than the caller could do itself with the method it names
   'com.atproto.server.getServiceAuth': {
     check: 'access',
     scope: 'atproto',
-    privileged: (p) => p.lxm === 'com.atproto.server.createAccount',
+    privileged: (p) => delegationNeedsPrivilege(p.lxm),
+    oauthAllows: (scope, p) => oauthMayDelegate(scope, p.lxm),
   },
   'com.atproto.server.createInviteCode': { check: 'admin' },
   'com.atproto.server.createInviteCodes': { check: 'admin' },
@@ -111,7 +118,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.sync.subscribeRepos': { check: 'none' },
 
   // identity
-  'com.atproto.identity.updateHandle': { check: 'access', scope: 'transition:generic' },
+  'com.atproto.identity.updateHandle': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.identity.getRecommendedDidCredentials': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
   'com.atproto.identity.requestPlcOperationSignature': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
   'com.atproto.identity.signPlcOperation': { check: 'access', scope: 'transition:generic', privileged: true },
@@ -135,6 +142,38 @@ export const registry: Record<string, Row> = {
   'com.atproto.admin.enableAccountInvites': { check: 'admin' },
   'com.atproto.admin.deleteAccount': { check: 'admin' },
   'com.atproto.admin.updateAccountPassword': { check: 'admin' },
+}
+
+/** chat reaches private messages; method ids are matched whatever their case */
+export const isChatMethod = (nsid: string) => nsid.toLowerCase().startsWith('chat.bsky.')
+
+/** true when only a main-password or privileged app-password session may get a service token
+ *  for `lxm`: a token for any method, chat, or a method OAuth or plain app passwords never reach */
+export function delegationNeedsPrivilege(lxm: unknown): boolean {
+  if (typeof lxm !== 'string' || lxm === '') return true
+  const id = lxm.toLowerCase()
+  // another server's createAccount with this DID is how the account moves away
+  if (isChatMethod(id) || id === 'com.atproto.server.createaccount') return true
+  const row = rowsByLowerId().get(id)
+  return !!row && (!!row.sessionOnly || !!row.privileged)
+}
+
+let lowerIds: Map<string, Row> | undefined
+// a differently cased id must not slip past the row it names
+const rowsByLowerId = () => (lowerIds ??= new Map(Object.entries(registry).map(([k, r]) => [k.toLowerCase(), r])))
+
+/** whether an OAuth grant of `scope` may get a service token for `lxm` */
+export function oauthMayDelegate(scope: string, lxm: unknown): boolean {
+  if (typeof lxm !== 'string' || lxm === '') return false
+  const have = scope.split(' ')
+  if (isChatMethod(lxm)) return have.includes('transition:chat.bsky')
+  if (delegationNeedsPrivilege(lxm)) return false
+  return oauthMayCall(have, lxm)
+}
+
+/** an OAuth grant reaches a non-privileged method through the wide transition scope */
+function oauthMayCall(have: string[], _nsid: string): boolean {
+  return have.includes('transition:generic')
 }
 
 export function rowFor(nsid: string): Row {

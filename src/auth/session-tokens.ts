@@ -27,8 +27,13 @@ export type SessionClaims = {
   exp: number
   /** set when the session came from an app password: access tokens are never looked up, so the
    *  token itself says whether the app password is privileged (DECISIONS.md 1) */
-  app_password?: { name: string; privileged: boolean }
+  app_password?: AppPasswordClaim
+  /** the account's credential generation when minted: a password change ends older tokens */
+  gen?: number
 }
+
+/** `at`: the app password's creation time, which tells it from a later one of the same name */
+export type AppPasswordClaim = { name: string; privileged: boolean; at?: string }
 
 // one call into the CSPRNG per 256 token ids instead of one per id; a slice is never handed out twice
 const JTI_BYTES = 24
@@ -81,10 +86,11 @@ const invalid = () => xrpcError('InvalidToken', 'Token could not be verified')
 export async function mintPair(
   keys: TokenKeys,
   did: string,
-  appPassword?: { name: string; privileged: boolean },
+  appPassword?: AppPasswordClaim,
+  gen = 0,
 ) {
   const now = Math.floor(Date.now() / 1000)
-  const extra = appPassword ? { app_password: appPassword } : {}
+  const extra = { ...(appPassword ? { app_password: appPassword } : {}), gen }
   const sign = (typ: string, scope: string, ttl: number, jti: string) =>
     signHs256(keys.hmacKey, typ, {
       scope,

@@ -1,13 +1,14 @@
 // Turns a registry row into the verifier xrpc-server runs before the handler: the checks of
-// part 1 §5.1 (access, refresh, optional), HTTP Basic for admin, then the status gate and the
-// privileged-only column.
+// part 1 §5.1 (access, refresh, optional), HTTP Basic for admin, then the status gate, the
+// privileged-only and session-only columns, and whether the token was revoked since it was minted.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { MethodAuthContext } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../account/store.js'
 import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Row } from './registry.js'
-import { verifySessionToken } from './session-tokens.js'
+import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
+import { isRevoked } from './revocation.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
@@ -20,7 +21,7 @@ export type AccessCredentials = {
   account: AccountWithHead
   /** 'session' for Bearer tokens (fully privileged scope), the granted scope for OAuth */
   scope: string
-  appPassword?: { name: string; privileged: boolean }
+  appPassword?: AppPasswordClaim
   /** OAuth callers: the thumbprint of the DPoP key the token is bound to */
   oauth?: { jkt: string }
 }
@@ -81,6 +82,13 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
   }
 }
 
+/** whether the caller may read the account's email address: every password session, and OAuth
+ *  apps only when the user granted the email scope */
+export function mayReadEmail(creds: AccessCredentials): boolean {
+  if (!creds.oauth) return true
+  return creds.scope.split(' ').some((s) => s === 'transition:email' || s === 'account:email' || s.startsWith('account:email?'))
+}
+
 /** the row service proxying checks callers against (it has no registry row of its own) */
 export const PROXY_ROW: Row = { check: 'access', scope: 'transition:generic' }
 
@@ -113,6 +121,7 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pro
   if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
   const claims = await verifySessionToken(deps.tokenKeys, token, 'access')
   const account = await liveAccount(deps, claims.sub, row)
+  if (isRevoked(account, claims.gen, claims.app_password)) throw xrpcError('ExpiredToken', 'Token has been revoked')
   if (claims.app_password && !claims.app_password.privileged && isPrivileged(row, ctx.params)) {
     throw xrpcError('InsufficientScope', 'This method needs a privileged app password or the main password')
   }
@@ -162,8 +171,18 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     throw err
   }
   const account = await liveAccount(deps, claims.sub, row)
+  if (isRevoked(account, claims.gen)) {
+    ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_token", error_description="Token has been revoked"')
+    throw xrpcError('ExpiredToken', 'Token has been revoked')
+  }
+  if (row.sessionOnly) {
+    throw xrpcError('InsufficientScope', 'This method is not available to OAuth apps; sign in with the account password')
+  }
   if (row.scope && !scopeAllows(claims.scope, row.scope)) {
     throw xrpcError('InsufficientScope', `This method needs the ${row.scope} scope`)
+  }
+  if (row.oauthAllows && !row.oauthAllows(claims.scope, ctx.params)) {
+    throw xrpcError('InsufficientScope', 'The granted scope does not cover this request')
   }
   return {
     credentials: { type: 'access', did: account.did, account, scope: claims.scope, oauth: { jkt } },

@@ -22,6 +22,10 @@ export interface AccountTable {
   invite_note: Generated<string | null>
   /** migrating-out: the destination DID the migration token is for (migration 006) */
   migration_destination?: Generated<string | null>
+  /** tokens naming another generation are dead: bumped when the password changes (migration 007) */
+  credential_gen: Generated<number>
+  /** JSON list of app passwords revoked within an access token's lifetime (migration 007) */
+  revoked_app_passwords: Generated<string | null>
 }
 
 export interface RefreshTokenTable {

@@ -327,11 +327,11 @@ export function oauthRoutes(deps: Deps): Router {
       }
       if (redirectUri !== row.redirect_uri) return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
       if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
-      const account = await trx.selectFrom('account').select(['did', 'status']).where('did', '=', row.did).executeTakeFirst()
+      const account = await trx.selectFrom('account').select(['did', 'status', 'credential_gen']).where('did', '=', row.did).executeTakeFirst()
       if (!account || account.status === 'takendown' || account.status === 'deleted') {
         return new OAuthError(400, 'invalid_grant', 'The account is not available')
       }
-      const pair = await mintOAuthPair(oauth, row.did, row.scope, jkt)
+      const pair = await mintOAuthPair(oauth, row.did, row.scope, jkt, account.credential_gen)
       await insertOAuthRefresh(trx, pair, row.did, jkt, row.scope, row.client_id)
       return { ...pair, scope: row.scope, sub: row.did }
     })
@@ -362,11 +362,11 @@ export function oauthRoutes(deps: Deps): Router {
       scope = [...new Set(p.scope.split(' ').filter((s) => have.has(s)))].join(' ')
       if (!scope.split(' ').includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
     }
-    const account = await db.selectFrom('account').select(['status']).where('did', '=', claims.sub).executeTakeFirst()
+    const account = await db.selectFrom('account').select(['status', 'credential_gen']).where('did', '=', claims.sub).executeTakeFirst()
     if (!account || account.status === 'takendown' || account.status === 'deleted') {
       throw new OAuthError(400, 'invalid_grant', 'The account is not available')
     }
-    const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt)
+    const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt, account.credential_gen)
     // DECISIONS.md 3: conditional delete and insert in one transaction; concurrent uses win once
     const rotated = await db.transaction().execute(async (trx) => {
       const gone = await trx.deleteFrom('refresh_token').where('jti', '=', claims.jti).where('kind', '=', 'oauth').executeTakeFirst()

@@ -17,15 +17,17 @@ export type OAuthTokenClaims = {
   exp: number
   jti: string
   token_kind?: 'refresh'
+  /** the account's credential generation when minted: a password change ends older tokens */
+  gen?: number
 }
 
 export type Issuer = { key: OAuthKey; issuer: string; audience: string }
 
 export const randomId = (bytes = 24) => randomBytes(bytes).toString('base64url')
 
-export async function mintOAuthPair(iss: Issuer, sub: string, scope: string, jkt: string) {
+export async function mintOAuthPair(iss: Issuer, sub: string, scope: string, jkt: string, gen: number) {
   const iat = Math.floor(Date.now() / 1000)
-  const base = { iss: iss.issuer, aud: iss.audience, sub, scope, cnf: { jkt }, iat }
+  const base = { iss: iss.issuer, aud: iss.audience, sub, scope, cnf: { jkt }, iat, gen }
   const refreshJti = randomId()
   const accessJti = randomId()
   const access = await signEs256k(

@@ -1,10 +1,12 @@
-// com.atproto.admin.updateAccountPassword: sets the main password; sessions stay valid, as after a reset.
+// com.atproto.admin.updateAccountPassword: sets the main password and, as a reset does, ends every
+// session and OAuth grant of the account.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AdminAuth } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
+import { endAllSessions } from '../../../../auth/revocation.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.admin.updateAccountPassword<AdminAuth>(async ({ input }) => {
@@ -14,5 +16,8 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     }
     await accountByDid(db, did)
     const hash = await hashPassword(password)
-    await db.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
+    await db.transaction().execute(async (trx) => {
+      await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
+      await endAllSessions(trx, did)
+    })
   })

@@ -1,11 +1,11 @@
 // com.atproto.server.checkAccountStatus: the spec's fields and the official ones (DECISIONS.md 6).
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import { mayReadEmail, type AccessAuth } from '../../../../auth/verifier.js'
 import { accountStatus } from '../../../../account/status.js'
 
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
   api.com.atproto.server.checkAccountStatus<AccessAuth>(async ({ auth }) => ({
     encoding: 'application/json',
-    body: await accountStatus(db, auth.credentials.account, config.publicUrl),
+    body: await accountStatus(db, auth.credentials.account, config.publicUrl, mayReadEmail(auth.credentials)),
   }))

@@ -19,7 +19,7 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
       ? await verifyPassword(password, account.password_hash)
       : (await burnPasswordCheck(password), false)
     // part 1 §4.1 rule 1: then the app passwords, at the cost of one more hash in all
-    let appPassword: { name: string; privileged: boolean } | undefined
+    let appPassword: Awaited<ReturnType<typeof matchLogin>>
     if (!ok) {
       if (account) appPassword = await matchLogin(db, account, password)
       else await burnPasswordCheck(password)
@@ -31,7 +31,7 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
     }
     if (account.status === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
 
-    const tokens = await mintPair(tokenKeys, account.did, appPassword)
+    const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen)
     await storeRefreshRecord(db, {
       jti: tokens.refreshJti,
       did: account.did,

@@ -17,10 +17,11 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
     const tokens = await db.transaction().execute(async (trx) => {
       const taken = await takeRefreshRecord(trx, jti)
       if (!taken) throw xrpcError('ExpiredToken', 'Token has been revoked')
-      // the app password name stays with the session through every rotation (part 1 §2.3); one
-      // revoked since keeps its session but counts as not privileged
+      // the app password name stays with the session through every rotation (part 1 §2.3); a
+      // revoked app password's sessions are over
       const apw = taken.app_password_name ? await appPasswordClaim(trx, account.did, taken.app_password_name) : undefined
-      const pair = await mintPair(tokenKeys, account.did, apw)
+      if (taken.app_password_name && !apw) throw xrpcError('ExpiredToken', 'Token has been revoked')
+      const pair = await mintPair(tokenKeys, account.did, apw, account.credential_gen)
       await storeRefreshRecord(trx, {
         jti: pair.refreshJti,
         did: account.did,

@@ -1,6 +1,7 @@
-// com.atproto.server.requestEmailUpdate, both flows of DECISIONS.md 6. With `email`: the spec's
-// flow, the token carries the new address and goes to it. Without: the official flow, a token to
-// the current address when it is confirmed (`tokenRequired`), nothing otherwise.
+// com.atproto.server.requestEmailUpdate, both flows of DECISIONS.md 6. With `email`: the token
+// carries the new address; it goes to the current address when that one is confirmed (whoever
+// holds the address on file approves the change), else to the new one. Without: the official
+// flow, a token to the current address when it is confirmed (`tokenRequired`), nothing otherwise.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
@@ -17,7 +18,8 @@ export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
     if (wanted !== undefined) {
       const newEmail = checkEmail(wanted)
       const token = await issueEmailToken(db, did, 'update-email', { newEmail })
-      await deliver(mailer, { to: newEmail, ...updateEmailMail(token, handle, newEmail) })
+      const to = email && email_confirmed_at ? email : newEmail
+      await deliver(mailer, { to, ...updateEmailMail(token, handle, newEmail) })
       return { encoding: 'application/json', body: { tokenRequired: true } }
     }
     if (!email_confirmed_at) return { encoding: 'application/json', body: { tokenRequired: false } }

@@ -1,10 +1,12 @@
 // com.atproto.server.resetPassword: the reset-password token is looked up by purpose and value,
-// without the DID; a miss or expiry is 400 InvalidToken. Sessions stay valid (part 1 §4.4 rule 3).
+// without the DID; a miss or expiry is 400 InvalidToken. Every session and OAuth grant of the
+// account ends with the old password, so whoever stole one is out.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
 import { consumeEmailTokenByValue } from '../../../../account/email-tokens.js'
+import { endAllSessions } from '../../../../auth/revocation.js'
 
 export const MIN_PASSWORD_LENGTH = 8
 
@@ -19,5 +21,6 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
       const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
       if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
       await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()
+      await endAllSessions(trx, hit.did)
     })
   })
