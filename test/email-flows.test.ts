@@ -134,13 +134,15 @@ describe('email-token flows through the http-json backend', () => {
   })
 
   describe('email change', () => {
-    it('sends the token to the NEW address, applies that address and clears the confirmation', async () => {
+    it('sends the token carrying the new address to the confirmed CURRENT address, applies that address and clears the confirmation', async () => {
       const acct = await confirmed()
+      const before = sink.received.length
       const res = await call('requestEmailUpdate', acct.accessJwt, { email: `New${n}@Example.com` })
       expect(res.status).toBe(200)
       expect(res.body).toEqual({ tokenRequired: true })
       const newEmail = `new${n}@example.com`
-      const token = sink.tokenFor(newEmail)
+      expect(sink.received.slice(before).map((m) => m.body.to)).toEqual([acct.email])
+      const token = sink.tokenFor(acct.email)
       // the token record is trusted: a different `email` field is tolerated and ignored
       const upd = await call('updateEmail', acct.accessJwt, { email: 'ignored@example.com', token })
       expect(upd.status).toBe(200)
@@ -187,7 +189,7 @@ describe('email-token flows through the http-json backend', () => {
   })
 
   describe('password reset', () => {
-    it('mails a reset token for a known address; the token sets the password and sessions stay valid', async () => {
+    it('mails a reset token for a known address; the token sets the password and ends the sessions', async () => {
       const acct = await newAccount()
       const before = sink.received.length
       const res = await xrpc(pds.url, 'com.atproto.server.requestPasswordReset', { body: { email: acct.email.toUpperCase() } })
@@ -200,9 +202,10 @@ describe('email-token flows through the http-json backend', () => {
       expect(login.status).toBe(200)
       const oldLogin = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: PASSWORD } })
       expect(oldLogin.status).toBe(401)
-      expect((await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })).status).toBe(200)
+      expect((await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })).status).toBe(401)
       const refreshed = await xrpc(pds.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: auth(acct.refreshJwt) })
-      expect(refreshed.status).toBe(200)
+      expect([refreshed.status, refreshed.body.error]).toEqual([401, 'ExpiredToken'])
+      expect((await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(login.body.accessJwt) })).status).toBe(200)
       const reused = await xrpc(pds.url, 'com.atproto.server.resetPassword', { body: { token, password: 'another password' } })
       expect([reused.status, reused.body.error]).toEqual([400, 'InvalidToken'])
     })

@@ -119,10 +119,19 @@ describe('official OAuth client end to end', () => {
     })
     expect(read.body.value.text).toBe('hello over OAuth')
 
-    // a service token for a feed generator, through the same session
-    const sa = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example')
+    // a service token for a feed generator, through the same session, for one method only
+    const sa = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example&lxm=app.bsky.feed.getFeedSkeleton')
     expect(sa.status).toBe(200)
-    expect(decodeJwt((await sa.json()).token)).toMatchObject({ iss: did, aud: 'did:web:feed.example' })
+    expect(decodeJwt((await sa.json()).token)).toMatchObject({ iss: did, aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getFeedSkeleton' })
+    const any = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example')
+    expect(any.status).toBe(403)
+    // nor does it reach what would hand the account to someone else
+    const apw = await session.fetchHandler('/xrpc/com.atproto.server.createAppPassword', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'from-oauth', privileged: true }),
+    })
+    expect([apw.status, (await apw.json()).error]).toEqual([403, 'InsufficientScope'])
 
     // refresh: a new token pair, the old refresh token is gone
     const before = sessions.m.get(did)!.tokenSet

@@ -559,7 +559,7 @@ describe('OAuth authorization server', () => {
 
     it('ignores the query string of the request when matching htu', async () => {
       const { key, tokens } = await signIn()
-      const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getServiceAuth', { aud: 'did:web:feed.example' })
+      const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getServiceAuth', { aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getTimeline' })
       expect(res.status).toBe(200)
     })
 
