@@ -1,8 +1,8 @@
 // Two server processes (`node dist/bin.js`) on one PostgreSQL schema and one Redis, as an
 // operator runs them behind a load balancer: every race settles once across both, the firehose of
-// one process carries the other's writes in order without a gap, a takedown through one is
-// enforced by the other, and cutting their database connections mid-burst loses no acknowledged
-// write and needs no restart.
+// one process carries the other's writes in order without a gap, a takedown or a password change
+// through one is enforced by the other, and cutting their database connections mid-burst loses no
+// acknowledged write and needs no restart.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
@@ -293,6 +293,28 @@ d('several processes on one PostgreSQL and Redis', () => {
     expect([w.status, w.body.error]).toEqual([403, 'AccountTakedown'])
     const login = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: 'multi process pw' } })
     expect([login.status, login.body.error]).toEqual([401, 'AccountTakedown'])
+  })
+
+  it('ends at B, on the next request, the sessions a password change or an app-password revocation through A ended', async () => {
+    const acct = await account(a)
+    const apw = await xrpc(b.url, 'com.atproto.server.createAppPassword', { headers: bearer(acct.accessJwt), body: { name: 'mp-phone' } })
+    expect(apw.status, apw.text).toBe(200)
+    const phone = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: apw.body.password } })
+    expect(phone.status).toBe(200)
+    expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(phone.body.accessJwt) })).status).toBe(200)
+    expect((await xrpc(a.url, 'com.atproto.server.revokeAppPassword', { headers: bearer(acct.accessJwt), body: { name: 'mp-phone' } })).status).toBe(200)
+    const revoked = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(phone.body.accessJwt) })
+    expect([revoked.status, revoked.body.error]).toEqual([401, 'ExpiredToken'])
+    expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })).status).toBe(200)
+
+    const changed = await xrpc(a.url, 'com.atproto.admin.updateAccountPassword', { headers: basic, body: { did: acct.did, password: 'changed through A' } })
+    expect(changed.status, changed.text).toBe(200)
+    const ended = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
+    expect([ended.status, ended.body.error]).toEqual([401, 'ExpiredToken'])
+    const refresh = await xrpc(b.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(acct.refreshJwt) })
+    expect([refresh.status, refresh.body.error]).toEqual([401, 'ExpiredToken'])
+    const fresh = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: 'changed through A' } })
+    expect((await xrpc(a.url, 'com.atproto.server.getSession', { headers: bearer(fresh.body.accessJwt) })).status).toBe(200)
   })
 
   it('survives its PostgreSQL connections being terminated mid-burst: no 500, nothing acknowledged lost', async () => {
