@@ -29,14 +29,14 @@ describe('store migrations', () => {
     for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
     for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
     expect(columns).toEqual(
-      expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state']),
+      expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state', 'credential_gen', 'revoked_app_passwords']),
     )
     await db.destroy()
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
     // each applied once, in order
-    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth', '005-preferences', '006-migration'])
+    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth', '005-preferences', '006-migration', '007-credential-generation'])
     await again.destroy()
   })
 
