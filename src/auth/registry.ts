@@ -147,15 +147,16 @@ export const registry: Record<string, Row> = {
 /** chat reaches private messages; method ids are matched whatever their case */
 export const isChatMethod = (nsid: string) => nsid.toLowerCase().startsWith('chat.bsky.')
 
-/** true when only a main-password or privileged app-password session may get a service token
- *  for `lxm`: a token for any method, chat, or a method OAuth or plain app passwords never reach */
-export function delegationNeedsPrivilege(lxm: unknown): boolean {
+/** true when only a main-password or privileged app-password session may get a service token for
+ *  `lxm`: none named (good for every method), chat, moving the account, or a method that OAuth
+ *  tokens, plain app passwords or everyone but the admin are kept from */
+function delegationNeedsPrivilege(lxm: unknown): boolean {
   if (typeof lxm !== 'string' || lxm === '') return true
   const id = lxm.toLowerCase()
   // another server's createAccount with this DID is how the account moves away
   if (isChatMethod(id) || id === 'com.atproto.server.createaccount') return true
   const row = rowsByLowerId().get(id)
-  return !!row && (!!row.sessionOnly || !!row.privileged)
+  return !!row && (!!row.sessionOnly || !!row.privileged || row.check === 'admin')
 }
 
 let lowerIds: Map<string, Row> | undefined
@@ -163,7 +164,7 @@ let lowerIds: Map<string, Row> | undefined
 const rowsByLowerId = () => (lowerIds ??= new Map(Object.entries(registry).map(([k, r]) => [k.toLowerCase(), r])))
 
 /** whether an OAuth grant of `scope` may get a service token for `lxm` */
-export function oauthMayDelegate(scope: string, lxm: unknown): boolean {
+function oauthMayDelegate(scope: string, lxm: unknown): boolean {
   if (typeof lxm !== 'string' || lxm === '') return false
   const have = scope.split(' ')
   if (isChatMethod(lxm)) return have.includes('transition:chat.bsky')
