@@ -11,13 +11,14 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { XRPCError } from '@atproto/xrpc-server'
 import { BlockMap, verifyCommitSig, type Commit } from '@atproto/repo'
 import { TID } from '@atproto/common'
+import type { Keypair } from '@atproto/crypto'
 import { parseCid } from '@atproto/lex-data'
 import { isValidTid } from '@atproto/syntax'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
 import { xrpcError } from '../errors.js'
-import { readCarBlocks, type CarBlocks } from '../repo/car-blocks.js'
+import { readCarBlocks, type BlockIndex, type CarBlocks, type CarHooks } from '../repo/car-blocks.js'
 import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
 import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
 import { MstError, walkMst } from '../repo/mst-walk.js'
@@ -35,33 +36,54 @@ type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
 
 type ImportedRecord = { path: string; collection: string; rkey: string; cid: string; blobs: string[] }
 
+// one import at a time per process: each holds its whole CAR until it commits
+let importing = false
+
 export async function importRepo(deps: Deps, did: string, body: Readable) {
+  if (importing) {
+    drain(body)
+    throw xrpcError('RateLimitExceeded', 'Another repository import is running on this server; try again in a minute')
+  }
+  importing = true
+  try {
+    return await importLocked(deps, did, body)
+  } catch (err) {
+    drain(body)
+    throw err
+  } finally {
+    importing = false
+  }
+}
+
+async function importLocked(deps: Deps, did: string, body: Readable) {
   const { db } = deps
   if (await hasRecords(db, did)) throw repoNotEmpty()
-  const { roots, blocks } = await readCar(body)
-  if (roots.length !== 1) throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${roots.length}`)
-
-  // step 3: the root is a version-3 commit of the caller's DID
-  const rootBytes = blocks.get(roots[0])
-  if (!rootBytes) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
-  const commit = decodeCommit(rootBytes)
-  if (commit.did !== did) throw xrpcError('InvalidRequest', `The commit is for ${commit.did}, not ${did}`)
-
-  // step 4 with DECISIONS.md 11
   const keypair = await signingKeyFor(db, did)
-  if (!(await verifyCommitSig(commit, keypair.did()))) {
-    const keys = await previousKeys(deps, did)
-    let ok = false
-    for (const k of keys) if (!ok && k !== keypair.did()) ok = await verifyCommitSig(commit, k).catch(() => false)
-    if (!ok) {
-      throw xrpcError(
-        'InvalidRequest',
-        deps.config.plcUrl
-          ? 'The commit signature matches neither the reserved key nor any key of the DID\'s log'
-          : 'The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID\'s previous keys',
-      )
-    }
+  // steps 3 and 4, on the root block as soon as it arrives: a forged CAR is refused before the
+  // rest of it is held
+  let commit: Commit | undefined
+  const { blocks } = await readCar(body, {
+    header: (roots) => {
+      if (roots.length !== 1) throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${roots.length}`)
+    },
+    root: async (bytes) => {
+      const c = decodeCommit(bytes)
+      if (c.did !== did) throw xrpcError('InvalidRequest', `The commit is for ${c.did}, not ${did}`)
+      await checkSignature(deps, did, c, keypair.did())
+      commit = c
+    },
+    spoolDir: deps.config.dataDir,
+  })
+  try {
+    return await importBlocks(deps, did, commit, blocks, keypair)
+  } finally {
+    blocks.close()
   }
+}
+
+async function importBlocks(deps: Deps, did: string, commit: Commit | undefined, blocks: BlockIndex, keypair: Keypair) {
+  const { db } = deps
+  if (!commit) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
 
   // the tree: every node and record must be in the CAR; only reachable blocks are kept
   let tree: ReturnType<typeof walkMst>
@@ -178,10 +200,32 @@ async function hasRecords(db: Pick<Db, 'selectFrom'>, did: string) {
   return !!(await db.selectFrom('record').select('uri').where('did', '=', did).limit(1).executeTakeFirst())
 }
 
-async function readCar(body: Readable): Promise<CarBlocks> {
+/** the commit must verify against the reserved key or a key the DID's log has named */
+async function checkSignature(deps: Deps, did: string, commit: Commit, reserved: string) {
+  // a malformed signature (all zeroes, wrong length) throws instead of failing
+  const verifies = (key: string) => verifyCommitSig(commit, key).catch(() => false)
+  if (await verifies(reserved)) return
+  for (const k of await previousKeys(deps, did)) if (k !== reserved && (await verifies(k))) return
+  throw xrpcError(
+    'InvalidRequest',
+    deps.config.plcUrl
+      ? 'The commit signature matches neither the reserved key nor any key of the DID\'s log'
+      : 'The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID\'s previous keys',
+  )
+}
+
+/** discards the rest of a refused body, so the client reads the error instead of a reset */
+function drain(body: Readable) {
+  body.on('error', () => {})
+  body.resume()
+}
+
+async function readCar(body: Readable, hooks: CarHooks): Promise<CarBlocks> {
   try {
-    return await readCarBlocks(body as AsyncIterable<Uint8Array>)
+    // the reader stops at the first bad block; the body is then drained, not destroyed
+    return await readCarBlocks(body.iterator({ destroyOnReturn: false }), hooks)
   } catch (err) {
+    drain(body)
     if (err instanceof XRPCError) throw err
     // the body's own failures (its size limit) arrive wrapped
     const cause = (err as { cause?: unknown }).cause
