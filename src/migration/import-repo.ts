@@ -21,7 +21,7 @@ import { xrpcError } from '../errors.js'
 import { readCarBlocks, type BlockIndex, type CarBlocks, type CarHooks } from '../repo/car-blocks.js'
 import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
 import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
-import { MstError, walkMst } from '../repo/mst-walk.js'
+import { MstError, mstItems } from '../repo/mst-walk.js'
 import { blobRefs } from '../repo/prepare.js'
 import { scanRecord } from '../repo/record-scan.js'
 import { signingKeyFor } from '../repo/writer.js'
@@ -29,12 +29,12 @@ import { signingKeyFor } from '../repo/writer.js'
 /** test-only fault injection: called inside the import transaction once the records are indexed */
 export type ImportHooks = { afterRecordsIndexed?: (did: string) => void | Promise<void> }
 
-const CHUNK = 200
+// rows per multi-row INSERT round, and at most this many block bytes held for one
+const BATCH_ROWS = 1000
+const BATCH_BYTES = 8 * 1024 * 1024
 const AUDIT_TIMEOUT_MS = 10_000
 
 type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
-
-type ImportedRecord = { path: string; collection: string; rkey: string; cid: string; blobs: string[] }
 
 // one import at a time per process: each holds its whole CAR until it commits
 let importing = false
@@ -85,34 +85,17 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
   const { db } = deps
   if (!commit) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
 
-  // the tree: every node and record must be in the CAR; only reachable blocks are kept
-  let tree: ReturnType<typeof walkMst>
-  try {
-    tree = walkMst(cidKey(commit.data.bytes), (key) => blocks.get(key))
-  } catch (err) {
-    if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
-    throw err
-  }
-  // by cidKey, each with its CID string (what the store keys on)
-  const kept = new Map<string, { cid: string; bytes: Buffer }>()
-  const keep = (key: string, bytes: Buffer) => {
-    let block = kept.get(key)
-    if (!block) kept.set(key, (block = { cid: keyToCidString(key), bytes }))
-    return block.cid
-  }
-  for (const key of tree.nodes) keep(key, blocks.get(key)!)
-  const records: ImportedRecord[] = tree.leaves.map((l) => {
-    const bytes = blocks.get(l.cid)
-    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${keyToCidString(l.cid)} (record ${l.key})`)
-    const slash = l.key.indexOf('/')
-    return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: keep(l.cid, bytes), blobs: recordBlobs(l.key, bytes) }
-  })
+  // the tree: every node and record must be in the CAR; only reachable blocks are kept. Checked
+  // whole before the transaction, then walked again inside it, its rows written a batch at a time:
+  // nothing in memory grows with the repository's size but the CAR's own index.
+  const dataRoot = cidKey(commit.data.bytes)
+  let recordCount = 0
+  for (const row of importRows(blocks, dataRoot)) if (row.leaf) recordCount++
 
   // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
   const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
   const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
-  const commitCidBytes = dagCborCid(hash('sha256', commitBytes, 'buffer'))
-  const commitCid = keep(cidKey(commitCidBytes), commitBytes)
+  const commitCid = keyToCidString(cidKey(dagCborCid(hash('sha256', commitBytes, 'buffer'))))
   const rev = unsigned.rev
 
   return db.transaction().execute(async (trx) => {
@@ -123,29 +106,62 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
-    const blockValues: unknown[] = []
-    for (const b of [...kept.values()].sort((x, y) => (x.cid < y.cid ? -1 : 1))) blockValues.push(did, b.cid, rev, b.bytes.length, b.bytes)
-    await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockValues)
 
-    // leaves come in key order, so in uri order
+    // DECISIONS.md 13: one #commit of creates within the lexicon's limits (its blocks and ops
+    // gathered on the way), else #sync
+    const small = recordCount <= MAX_COMMIT_OPS
+    const eventBlocks = new BlockMap()
+    const ops: { action: 'create'; path: string; cid: ReturnType<typeof parseCid> }[] = []
+
     const now = new Date().toISOString()
     const prefix = `at://${did}/`
-    const recordValues: unknown[] = []
-    const refs: { blob: string; uri: string }[] = []
-    for (const r of records) {
-      const uri = prefix + r.path
-      recordValues.push(uri, did, r.collection, r.rkey, r.cid, rev, now)
-      for (const blob of r.blobs) refs.push({ blob, uri })
+    let blockRows: unknown[] = []
+    let recordRows: unknown[] = []
+    let refRows: unknown[] = []
+    let batchBytes = 0
+    const flush = async () => {
+      await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
+      await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordRows)
+      await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refRows)
+      blockRows = []
+      recordRows = []
+      refRows = []
+      batchBytes = 0
     }
-    await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordValues)
-    refs.sort((a, b) => (a.blob < b.blob ? -1 : a.blob > b.blob ? 1 : a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0))
-    await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refs.flatMap((r) => [did, r.blob, r.uri]))
+    let blockCount = 0
+    // leaves come in key order, so in uri order
+    for (const row of importRows(blocks, dataRoot)) {
+      const cid = keyToCidString(row.key)
+      if (row.first) {
+        blockRows.push(did, cid, rev, row.bytes.length, row.bytes)
+        batchBytes += row.bytes.length
+        blockCount++
+        if (small) eventBlocks.set(parseCid(cid), row.bytes)
+      }
+      if (row.leaf) {
+        const uri = prefix + row.leaf.path
+        const slash = row.leaf.path.indexOf('/')
+        recordRows.push(uri, did, row.leaf.path.slice(0, slash), row.leaf.path.slice(slash + 1), cid, rev, now)
+        for (const blob of row.leaf.blobs) refRows.push(did, blob, uri)
+        if (small) ops.push({ action: 'create', path: row.leaf.path, cid: parseCid(cid) })
+      }
+      if (blockRows.length >= BATCH_ROWS * 5 || recordRows.length >= BATCH_ROWS * 7 || refRows.length >= BATCH_ROWS * 3 || batchBytes >= BATCH_BYTES) {
+        await flush()
+      }
+    }
+    blockRows.push(did, commitCid, rev, commitBytes.length, commitBytes)
+    blockCount++
+    await flush()
+    if (small) eventBlocks.set(parseCid(commitCid), commitBytes)
+
     // blobs uploaded before the import are referenced now (DECISIONS.md 15)
-    const blobCids = [...new Set(refs.map((r) => r.blob))]
-    for (let i = 0; i < blobCids.length; i += CHUNK) {
-      await trx.updateTable('blob').set({ referenced: 1 }).where('did', '=', did).where('cid', 'in', blobCids.slice(i, i + CHUNK)).execute()
-    }
-    const root = { cid: commitCid, rev, indexed_at: now, block_count: kept.size, record_count: records.length }
+    await trx
+      .updateTable('blob')
+      .set({ referenced: 1 })
+      .where('did', '=', did)
+      .where('cid', 'in', trx.selectFrom('record_blob').select('blob_cid').where('did', '=', did))
+      .execute()
+    const root = { cid: commitCid, rev, indexed_at: now, block_count: blockCount, record_count: recordCount }
     await trx
       .insertInto('repo_root')
       .values({ did, ...root })
@@ -155,21 +171,37 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
 
     await deps.hooks?.afterRecordsIndexed?.(did)
 
-    // DECISIONS.md 13: one #commit of creates within the lexicon's limits, else #sync
-    const event =
-      records.length <= MAX_COMMIT_OPS
-        ? await appendCommitOrSync(trx, {
-            did,
-            rev,
-            since: null,
-            commit: parseCid(commitCid),
-            blocks: blockMap(kept),
-            ops: records.map((r) => ({ action: 'create' as const, path: r.path, cid: parseCid(r.cid) })),
-            prevData: null,
-          })
-        : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
-    return { commit: { cid: commitCid, rev }, records: records.length, blocks: kept.size, event: event.type }
+    const event = small
+      ? await appendCommitOrSync(trx, { did, rev, since: null, commit: parseCid(commitCid), blocks: eventBlocks, ops, prevData: null })
+      : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
+    return { commit: { cid: commitCid, rev }, records: recordCount, blocks: blockCount, event: event.type }
   })
+}
+
+type ImportRow = { key: string; bytes: Buffer; first: boolean; leaf?: { path: string; blobs: string[] } }
+
+/** the blocks the tree under `root` reaches (`first` the first time each is met) and its records */
+function* importRows(blocks: BlockIndex, root: string): Generator<ImportRow> {
+  const visited = new Uint8Array(blocks.size)
+  const kept = new Uint8Array(blocks.size)
+  const firstVisit = (key: string) => {
+    const i = blocks.indexOf(key)
+    return !visited[i] && !!(visited[i] = 1)
+  }
+  try {
+    for (const item of mstItems(root, (key) => blocks.get(key), firstVisit)) {
+      const key = item.node ?? item.leaf.cid
+      const i = blocks.indexOf(key)
+      if (i < 0) throw xrpcError('InvalidCar', `The CAR is missing block ${keyToCidString(key)} (record ${item.leaf!.key})`)
+      const bytes = blocks.get(key)!
+      const first = !kept[i]
+      kept[i] = 1
+      yield { key, bytes, first, leaf: item.leaf && { path: item.leaf.key, blobs: recordBlobs(item.leaf.key, bytes) } }
+    }
+  } catch (err) {
+    if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
+    throw err
+  }
 }
 
 /** a record's blob references: the byte scan, or a full decode where the scan defers */
@@ -186,12 +218,6 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
     throw xrpcError('InvalidCar', `Record ${key} is not an object`)
   }
   return blobRefs(value)
-}
-
-function blockMap(blocks: Map<string, { cid: string; bytes: Uint8Array }>): BlockMap {
-  const map = new BlockMap()
-  for (const b of blocks.values()) map.set(parseCid(b.cid), b.bytes)
-  return map
 }
 
 const repoNotEmpty = () => xrpcError('RepoNotEmpty', 'The account already has records; import only into an empty repository')

@@ -66,7 +66,12 @@ export class BlockIndex {
   }
 
   has(key: string): boolean {
-    return this.find(hashOfKey(key), (cid) => cid.toString('latin1') === key) >= 0
+    return this.indexOf(key) >= 0
+  }
+
+  /** the block's number, 0 to size - 1, or -1 (callers mark blocks in a bitmap of `size`) */
+  indexOf(key: string): number {
+    return this.find(hashOfKey(key), (cid) => cid.toString('latin1') === key)
   }
 
   /** closes the spool file (already unlinked); the index is empty afterwards */
