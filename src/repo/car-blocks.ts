@@ -6,7 +6,7 @@
 // three integers in typed arrays plus a hash-table slot, never a JavaScript object per block
 // (millions of tiny blocks once cost 300 bytes of heap each).
 import { hash, randomBytes } from 'node:crypto'
-import { closeSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { setImmediate } from 'node:timers/promises'
 import * as dagCbor from '@ipld/dag-cbor'
@@ -98,6 +98,7 @@ export class BlockIndex {
       return false
     }
     if (this.spool.fd < 0) {
+      mkdirSync(this.spool.dir, { recursive: true, mode: 0o700 })
       const file = join(this.spool.dir, `.import-${randomBytes(8).toString('hex')}`)
       this.spool.fd = openSync(file, 'w+', 0o600)
       unlinkSync(file) // nothing is left behind, even by a crash
