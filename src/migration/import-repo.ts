@@ -1,10 +1,10 @@
-// importRepo (part 2 §4.9 with DECISIONS.md 11 to 13): the CAR is streamed and every block checked
-// against its CID; the root commit must be version 3 for the caller's DID and signed by the
-// reserved key or a key the DID's log has named; the tree is then re-signed with the account's
-// key. Blocks, head, record index, record→blob references, counters, migration_state and the
-// event land in ONE transaction (DECISIONS.md 12): a failure leaves nothing, so a retry just works.
-// Tens of thousands of blocks per call: the CAR, tree and records are read by the byte-level
-// decoders in repo/ (car-blocks, mst-walk, record-scan), the rows written by multi-row INSERTs.
+// importRepo: the CAR is streamed and every block checked against its CID; the root commit must be
+// version 3 for the caller's DID and signed by the reserved key or a key the DID's log has named,
+// checked as soon as its block arrives; the tree is then re-signed with the account's key.
+// Blocks, head, record index, record→blob references, counters, migration_state and the event
+// land in ONE transaction: a failure leaves nothing, so a retry just works. Memory does not grow
+// with the repository: the CAR is indexed compactly (car-blocks), the tree walked without being
+// held (mst-walk) and the rows written a batch at a time by multi-row INSERTs.
 import type { Readable } from 'node:stream'
 import { hash } from 'node:crypto'
 import * as dagCbor from '@ipld/dag-cbor'
@@ -92,7 +92,8 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
   let recordCount = 0
   for (const row of importRows(blocks, dataRoot)) if (row.leaf) recordCount++
 
-  // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
+  // a new commit over the imported tree, signed with the account's own key, so the repository
+  // verifies against the DID document once it names this server
   const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
   const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
   const commitCid = keyToCidString(cidKey(dagCborCid(hash('sha256', commitBytes, 'buffer'))))
@@ -107,8 +108,8 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
 
-    // DECISIONS.md 13: one #commit of creates within the lexicon's limits (its blocks and ops
-    // gathered on the way), else #sync
+    // one #commit of creates within the event lexicon's limits (its blocks and ops gathered on
+    // the way), else #sync
     const small = recordCount <= MAX_COMMIT_OPS
     const eventBlocks = new BlockMap()
     const ops: { action: 'create'; path: string; cid: ReturnType<typeof parseCid> }[] = []
@@ -154,7 +155,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     await flush()
     if (small) eventBlocks.set(parseCid(commitCid), commitBytes)
 
-    // blobs uploaded before the import are referenced now (DECISIONS.md 15)
+    // blobs uploaded before the import are referenced now
     await trx
       .updateTable('blob')
       .set({ referenced: 1 })

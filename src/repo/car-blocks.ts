@@ -1,5 +1,5 @@
 // A streaming CAR v1 reader for importRepo: every block's SHA-256 checked against its CID as it
-// arrives (part 2 §4.9 step 2), keyed by cidKey (binary CID as latin1; cid-string.ts). Only what
+// arrives, keyed by cidKey (binary CID as latin1; cid-string.ts). Only what
 // atproto repositories use is accepted: CIDv1, dag-cbor or raw, sha-256.
 // Memory is bounded whatever the CAR's shape: the bytes are copied into large slabs, kept in memory
 // up to MEMORY_BYTES and spilled to an unlinked file in `spoolDir` beyond that, and each block is
