@@ -319,7 +319,7 @@ function secretsWithFile(v: Vars, dataDir: string, warnings: string[]): Secrets 
     plcRotationKey: pick('plcRotationKey', 'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX', k256Scalar),
   }
   if (generated.length) {
-    mkdirSync(dataDir, { recursive: true })
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
     writeFileSync(file, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 })
     chmodSync(file, 0o600)
     warnings.push(`generated ${generated.join(', ')} into ${file}; set them in the environment for production`)

@@ -53,7 +53,10 @@ class TooDeep extends Error {
 /**
  * Parses JSON bodies of the methods this server serves (xrpc-server then uses the parsed body)
  * and refuses any nested deeper than MAX_JSON_DEPTH. Proxied requests are left as streams.
+ * The method is named as the router matches it (any letter case, one trailing slash), so no
+ * spelling of a served method reaches its handler with a body this did not check.
  */
+/** `served`: whether a method id, in lower case, is served here */
 export function jsonBodies(limit: number, served: (nsid: string) => boolean) {
   const parse = express.json({
     limit,
@@ -64,7 +67,9 @@ export function jsonBodies(limit: number, served: (nsid: string) => boolean) {
     },
   })
   return (req: Request, res: Response, next: NextFunction) => {
-    if (req.method !== 'POST' || !req.path.startsWith('/xrpc/') || !served(req.path.slice(6))) return next()
+    if (req.method !== 'POST') return next()
+    const path = req.path.toLowerCase()
+    if (!path.startsWith('/xrpc/') || !served(path.slice(6).replace(/\/$/, ''))) return next()
     parse(req, res, next)
   }
 }

@@ -149,7 +149,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(optionalBodies)
-  app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid)))
+  const knownLower = new Set(methods.map((m) => m.toLowerCase()))
+  app.use(jsonBodies(JSON_LIMIT, (nsid) => knownLower.has(nsid)))
   // the method routes and the catch-all (proxying, 501) straight on this app: mounting
   // xrpc-server's own express app would run express's request setup a second time per request.
   // Errors reach the handler below, which answers them as xrpc-server's would.

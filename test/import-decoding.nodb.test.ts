@@ -1,5 +1,9 @@
 // The decoders behind importRepo (car-blocks, mst-walk, record-scan) against @atproto/repo and
 // @ipld/dag-cbor on the same input, and their refusals of broken input.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { TID } from '@atproto/common'
 import { BlockMap, blocksToCarFile, MemoryBlockstore, MST, Repo, WriteOpAction } from '@atproto/repo'
@@ -7,7 +11,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { describe, expect, it } from 'vitest'
-import { CarError, parseCar } from '../src/repo/car-blocks.js'
+import { CarError, parseCar, readCarBlocks } from '../src/repo/car-blocks.js'
 import { cidKey, cidString, keyToCidString } from '../src/repo/cid-string.js'
 import { MstError, walkMst } from '../src/repo/mst-walk.js'
 import { blobRefs } from '../src/repo/prepare.js'
@@ -59,6 +63,42 @@ describe('CAR block reader', () => {
     const blockStart = headerEnd + 1 + (car[headerEnd] >= 0x80 ? 1 : 0)
     withOdd[blockStart + 2] = 0x13
     await expect(parseCar(withOdd)).rejects.toThrow(/Unsupported CID/)
+  })
+  it('refuses a CAR denser than any repository before reading it all', async () => {
+    const { repo } = await repoOf(1)
+    const tiny = await Promise.all(Array.from({ length: 5000 }, async (_, i) => {
+      const bytes = new Uint8Array([i & 0xff, i >> 8])
+      return [CID.createV1(0x55, await sha256.digest(bytes)), bytes] as const
+    }))
+    const blocks = new BlockMap()
+    for (const [cid, bytes] of tiny) blocks.set(cid as never, bytes)
+    await expect(parseCar(await carOf(repo.cid as never, blocks))).rejects.toThrow(/Too many blocks/)
+  })
+
+  it('spills a large CAR to disk and reads every block back', async () => {
+    const blocks = new BlockMap()
+    const all: [CID, Uint8Array][] = []
+    for (let i = 0; i < 60_000; i++) {
+      const bytes = randomBytes(300 + (i % 200))
+      const cid = CID.createV1(0x55, await sha256.digest(bytes))
+      blocks.set(cid as never, bytes)
+      all.push([cid, bytes])
+    }
+    const car = await carOf(all[0][0], blocks)
+    expect(car.length).toBeGreaterThan(24 * 1024 * 1024)
+    const dir = mkdtempSync(join(tmpdir(), 'car-spool-'))
+    // in uneven chunks, as a socket delivers them
+    const chunks: Buffer[] = []
+    for (let at = 0; at < car.length; at += 65_521) chunks.push(car.subarray(at, at + 65_521))
+    const parsed = await readCarBlocks(chunks, { spoolDir: dir })
+    try {
+      expect(parsed.blocks.size).toBe(all.length)
+      for (const [cid, bytes] of all) expect(Buffer.compare(parsed.blocks.get(cidKey(cid.bytes))!, Buffer.from(bytes))).toBe(0)
+      // the spool file is unlinked as soon as it is opened
+      expect(readdirSync(dir)).toEqual([])
+    } finally {
+      parsed.blocks.close()
+    }
   })
 })
 

@@ -448,6 +448,54 @@ describe('account migration', () => {
     expect(await db.selectFrom('repo_block').select('cid').where('did', '=', did).execute()).toEqual([])
   })
 
+  it('refuses a commit whose signature is all zeroes with InvalidRequest', async () => {
+    const { did, jwt } = await joinMigrating('zerosig')
+    const storage = new MemoryBlockstore()
+    const repo = await Repo.create(storage, did, await Secp256k1Keypair.create(), [])
+    const commit = { ...(dagCbor.decode(storage.blocks.get(repo.cid)!) as Record<string, unknown>), sig: new Uint8Array(64) }
+    const bytes = dagCbor.encode(commit)
+    const cid = CID.createV1(dagCbor.code, await sha256.digest(bytes))
+    const blocks = new BlockMap()
+    storage.blocks.forEach((b, c) => !c.equals(repo.cid) && blocks.set(c, b))
+    blocks.set(cid as never, bytes)
+    const res = await importCar(jwt, await blocksToCarFile(cid as never, blocks))
+    expect([res.status, res.body?.error]).toEqual([400, 'InvalidRequest'])
+  })
+
+  it('runs one import at a time: another arriving meanwhile gets 429', async () => {
+    const first = await joinMigrating('slow')
+    const second = await joinMigrating('queued')
+    // the first import's body trickles in and stays open until the second has its answer
+    let finish!: () => void
+    const held = new Promise<void>((r) => (finish = r))
+    const body = new ReadableStream<Uint8Array>({
+      async start(ctl) {
+        ctl.enqueue(new Uint8Array([0x01]))
+        await held
+        ctl.close()
+      },
+    })
+    const slow = fetch(`${dest.url}/xrpc/com.atproto.repo.importRepo`, {
+      method: 'POST',
+      headers: { ...bearer(first.jwt), 'content-type': 'application/vnd.ipld.car' },
+      body,
+      duplex: 'half',
+    } as RequestInit)
+    try {
+      let res: Awaited<ReturnType<typeof importCar>> | undefined
+      for (let i = 0; i < 100 && res?.status !== 429; i++) {
+        await new Promise((r) => setTimeout(r, 50))
+        res = await importCar(second.jwt, new Uint8Array([0x01]))
+      }
+      expect([res?.status, res?.body?.error]).toEqual([429, 'RateLimitExceeded'])
+    } finally {
+      finish()
+    }
+    expect((await slow).status).toBe(400)
+    // once the first is done, the next one is read
+    expect((await importCar(second.jwt, new Uint8Array([0x01]))).body?.error).toBe('InvalidCar')
+  })
+
   it('refuses a bad prev and a broken tree, and indexes the blob references of every record form', async () => {
     const { did, jwt, signingKey: reserved } = await joinMigrating('tree')
     const db = dest.services.db

@@ -101,6 +101,22 @@ describe('health, metrics and request limits', () => {
     expect(fine.status).toBe(200)
   })
 
+  it('applies the depth cap to every spelling of a path the router serves', async () => {
+    const record = { $type: 'app.bsky.feed.post', text: 'deep', createdAt: new Date().toISOString(), x: nested(500) }
+    const body = JSON.stringify({ repo: 'ops.test', collection: 'app.bsky.feed.post', record })
+    for (const path of ['com.atproto.repo.createRecord/', 'COM.ATPROTO.REPO.CREATERECORD', 'com.atproto.repo.CreateRecord/']) {
+      for (const prefix of ['/xrpc/', '/XRPC/']) {
+        const res = await fetch(`${pds.url}${prefix}${path}`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body })
+        const status = res.status
+        const text = await res.text()
+        // refused by the cap, or not served at all; never stored
+        expect(status === 400 ? text : String(status), `${prefix}${path}`).toMatch(/deeper|^40[45]$|^501$/)
+      }
+    }
+    const list = await xrpc(pds.url, 'com.atproto.repo.listRecords', { params: { repo: 'ops.test', collection: 'app.bsky.feed.post' } })
+    expect(list.body.records).toEqual([])
+  })
+
   it('refuses a JSON body over 1 MiB with 413 PayloadTooLarge', async () => {
     const res = await xrpc(pds.url, 'app.bsky.actor.putPreferences', {
       body: { preferences: [{ $type: 'app.bsky.actor.defs#adultContentPref', pad: 'x'.repeat(1100 * 1024) }] },

@@ -1,8 +1,10 @@
 // The server as an operator runs it: `node dist/bin.js` (built by `make test`).
 import { spawn, type ChildProcess } from 'node:child_process'
+import { statSync } from 'node:fs'
 import { request } from 'node:http'
+import { join } from 'node:path'
 import { afterEach, expect, it } from 'vitest'
-import { describe, freePort, tempDir, testEnv } from './harness.js'
+import { bearer, describe, freePort, newAccount, tempDir, testEnv } from './harness.js'
 
 const BIN = new URL('../dist/bin.js', import.meta.url).pathname
 const children: ChildProcess[] = []
@@ -103,5 +105,30 @@ describe('the server process', () => {
       if (i === 0) expect(p.out()).toContain('generated PDS_JWT_SECRET')
       else expect(p.out()).not.toContain('generated PDS_JWT_SECRET')
     }
+  })
+
+  it('keeps its data directory, database and blobs private to its user', async () => {
+    const port = await freePort()
+    const dir = join(tempDir(), 'data')
+    const env = await testEnv(port, dir)
+    delete env.PDS_DB_POSTGRES_URL
+    delete env.PDS_DB_POSTGRES_SCHEMA
+    const p = run(env)
+    const url = `http://127.0.0.1:${port}`
+    await waitHealthy(url)
+    const { accessJwt } = await newAccount(url, 'perm')
+    const upload = await fetch(`${url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(accessJwt), 'content-type': 'image/png' },
+      body: new Uint8Array([1, 2, 3]),
+    })
+    expect(upload.status).toBe(200)
+    const cid = ((await upload.json()) as { blob: { ref: { $link: string } } }).blob.ref.$link
+    const mode = (path: string) => (statSync(join(dir, path)).mode & 0o777).toString(8)
+    expect(mode('.')).toBe('700')
+    expect(['pds.sqlite', 'pds.sqlite-wal', 'pds.sqlite-shm'].map(mode)).toEqual(['600', '600', '600'])
+    expect([mode('blobs'), mode('blobs/tmp'), mode(join('blobs', cid))]).toEqual(['700', '700', '600'])
+    p.child.kill('SIGTERM')
+    expect(await p.exited).toBe(0)
   })
 })

@@ -3,7 +3,7 @@ import { AtpAgent } from '@atproto/api'
 import express from 'express'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../src/config.js'
-import { ADMIN_PASSWORD, bearer, describe, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, bearer, describe, newAccount, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
 import { dpopKey, openPage, par, submitPage } from './oauth-helpers.js'
 
 const ON = { PDS_RATE_LIMITS_ENABLED: 'true' }
@@ -71,6 +71,16 @@ describe('rate limits', () => {
       // another client address (behind the trusted local proxy) for the same account: guessing
       // from many addresses gets no more tries
       expect((await login(pds, 'victim.test', { 'x-forwarded-for': '203.0.113.7' })).status).toBe(429)
+    })
+
+    it('lets an account start five repository imports an hour', async () => {
+      const { accessJwt } = await newAccount(pds.url, 'imp')
+      const importRepo = () =>
+        xrpc(pds.url, 'com.atproto.repo.importRepo', { body: 'not a car', headers: { ...bearer(accessJwt), 'content-type': 'application/vnd.ipld.car' } })
+      expect(await attempts(5, importRepo)).toEqual([400, 400, 400, 400, 400])
+      const res = await importRepo()
+      expect([res.status, res.body.error]).toEqual([429, 'RateLimitExceeded'])
+      expect(res.headers.get('ratelimit-policy')).toBe('5;w=3600')
     })
 
     it('tells every caller its remaining budget', async () => {

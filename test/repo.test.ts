@@ -100,6 +100,18 @@ describe('repositories', () => {
     expect(rev.data.records.map((r) => r.uri.split('/').pop())).toEqual(rkeys)
   })
 
+  it('refuses more than 200 writes in one applyWrites with InvalidRequest, writing nothing', async () => {
+    const agent = await newAgent()
+    const did = agent.session!.did
+    const create = (i: number) => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', rkey: `k${i}`, value: post(`${i}`) })
+    const writes = Array.from({ length: 201 }, (_, i) => create(i))
+    await expect(agent.com.atproto.repo.applyWrites({ repo: did, writes })).rejects.toMatchObject({ status: 400, error: 'InvalidRequest', message: expect.stringMatching(/200/) })
+    const list = await agent.com.atproto.repo.listRecords({ repo: did, collection: 'app.bsky.feed.post' })
+    expect(list.data.records).toEqual([])
+    const res = await agent.com.atproto.repo.applyWrites({ repo: did, writes: writes.slice(0, 200) })
+    expect(res.data.results).toHaveLength(200)
+  })
+
   it('applies writes all together or not at all', async () => {
     const agent = await newAgent()
     const did = agent.session!.did

@@ -57,6 +57,11 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
   upload: [{ durationMs: HOUR, points: 1000 }],
   // a sign-up form asks once per pause in typing; a scan of who has which handle costs more
   handleCheck: [{ durationMs: 5 * MINUTE, points: 300 }],
+  // an import reads and hashes up to the whole upload limit: a migration needs one, a retry or two
+  import: [
+    { durationMs: HOUR, points: 5 },
+    { durationMs: DAY, points: 20 },
+  ],
 }
 
 type Ctx = HandlerContext
@@ -84,6 +89,7 @@ const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   write: (ctx) => did(ctx) ?? ip(ctx),
   upload: (ctx) => did(ctx) ?? ip(ctx),
   handleCheck: ip,
+  import: (ctx) => did(ctx) ?? ip(ctx),
 }
 
 const WRITE_POINTS: Record<string, number> = {

@@ -13,7 +13,7 @@ export type Check =
   | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
 
 export type Scope = 'atproto' | 'transition:generic'
-export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload' | 'handleCheck'
+export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload' | 'handleCheck' | 'import'
 
 export type Row = {
   check: Check
@@ -96,7 +96,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
   'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
   'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
-  'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
+  'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'import' },
   // DECISIONS.md 17: reads need `atproto` of an OAuth caller; anyone may read without a token
   'com.atproto.repo.getRecord': { check: 'optional', scope: 'atproto' },
   'com.atproto.repo.listRecords': { check: 'optional', scope: 'atproto' },

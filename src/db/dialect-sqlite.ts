@@ -2,6 +2,7 @@
 // SQLite driver holds a mutex from acquiring its one connection to releasing it, so a commit that
 // awaited its fsync there would keep every other request out for the fsync and no two commits
 // could share one. This driver keeps the lock itself and lets go of it as soon as COMMIT returns.
+import { chmodSync, closeSync, openSync } from 'node:fs'
 import SqliteDatabase from 'better-sqlite3'
 import {
   CompiledQuery,
@@ -19,7 +20,22 @@ import { WalSync } from './wal-sync.js'
 
 export type SqliteStore = { dialect: Dialect; durable: () => Promise<void> }
 
+/**
+ * The database holds password hashes and signing keys: owner-only, whatever the umask. SQLite
+ * gives its -wal and -shm files the database file's mode; files an older version left readable
+ * are tightened too.
+ */
+function privateFile(file: string, create = true) {
+  if (create) closeSync(openSync(file, 'a', 0o600))
+  try {
+    chmodSync(file, 0o600)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+}
+
 export function openSqlite(file: string, onWalFsync?: () => void): SqliteStore {
+  privateFile(file)
   const db = new SqliteDatabase(file)
   db.pragma('journal_mode = WAL')
   // NORMAL: COMMIT writes the WAL without an fsync; WalSync makes each write durable before it
@@ -33,6 +49,7 @@ export function openSqlite(file: string, onWalFsync?: () => void): SqliteStore {
   // a 4 MiB page cache, not better-sqlite3's 16 MiB: once filled it is never given back, and a
   // page beyond it costs a read from the kernel's file cache, not the disk
   db.pragma('cache_size = -4096')
+  for (const f of [`${file}-wal`, `${file}-shm`]) privateFile(f, false)
   const state = new State(db, new WalSync(`${file}-wal`, onWalFsync))
   return {
     dialect: {

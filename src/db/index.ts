@@ -56,7 +56,8 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
   // PostgreSQL's COMMIT returns once the commit is durable
   let durable = () => Promise.resolve()
   if (cfg.kind === 'sqlite') {
-    mkdirSync(dirname(cfg.file), { recursive: true })
+    // owner-only when this creates it (an existing directory is the operator's to set)
+    mkdirSync(dirname(cfg.file), { recursive: true, mode: 0o700 })
     const sqlite = openSqlite(cfg.file, opts.onWalFsync)
     durable = sqlite.durable
     db = new Kysely<Schema>({ dialect: sqlite.dialect })

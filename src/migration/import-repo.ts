@@ -1,26 +1,27 @@
-// importRepo (part 2 §4.9 with DECISIONS.md 11 to 13): the CAR is streamed and every block checked
-// against its CID; the root commit must be version 3 for the caller's DID and signed by the
-// reserved key or a key the DID's log has named; the tree is then re-signed with the account's
-// key. Blocks, head, record index, record→blob references, counters, migration_state and the
-// event land in ONE transaction (DECISIONS.md 12): a failure leaves nothing, so a retry just works.
-// Tens of thousands of blocks per call: the CAR, tree and records are read by the byte-level
-// decoders in repo/ (car-blocks, mst-walk, record-scan), the rows written by multi-row INSERTs.
+// importRepo: the CAR is streamed and every block checked against its CID; the root commit must be
+// version 3 for the caller's DID and signed by the reserved key or a key the DID's log has named,
+// checked as soon as its block arrives; the tree is then re-signed with the account's key.
+// Blocks, head, record index, record→blob references, counters, migration_state and the event
+// land in ONE transaction: a failure leaves nothing, so a retry just works. Memory does not grow
+// with the repository: the CAR is indexed compactly (car-blocks), the tree walked without being
+// held (mst-walk) and the rows written a batch at a time by multi-row INSERTs.
 import type { Readable } from 'node:stream'
 import { hash } from 'node:crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { XRPCError } from '@atproto/xrpc-server'
 import { BlockMap, verifyCommitSig, type Commit } from '@atproto/repo'
 import { TID } from '@atproto/common'
+import type { Keypair } from '@atproto/crypto'
 import { parseCid } from '@atproto/lex-data'
 import { isValidTid } from '@atproto/syntax'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
 import { xrpcError } from '../errors.js'
-import { readCarBlocks, type CarBlocks } from '../repo/car-blocks.js'
+import { readCarBlocks, type BlockIndex, type CarBlocks, type CarHooks } from '../repo/car-blocks.js'
 import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
 import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
-import { MstError, walkMst } from '../repo/mst-walk.js'
+import { MstError, mstItems } from '../repo/mst-walk.js'
 import { blobRefs } from '../repo/prepare.js'
 import { scanRecord } from '../repo/record-scan.js'
 import { signingKeyFor } from '../repo/writer.js'
@@ -28,69 +29,74 @@ import { signingKeyFor } from '../repo/writer.js'
 /** test-only fault injection: called inside the import transaction once the records are indexed */
 export type ImportHooks = { afterRecordsIndexed?: (did: string) => void | Promise<void> }
 
-const CHUNK = 200
+// rows per multi-row INSERT round, and at most this many block bytes held for one
+const BATCH_ROWS = 1000
+const BATCH_BYTES = 8 * 1024 * 1024
 const AUDIT_TIMEOUT_MS = 10_000
 
 type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
 
-type ImportedRecord = { path: string; collection: string; rkey: string; cid: string; blobs: string[] }
+// one import at a time per process: each holds its whole CAR until it commits
+let importing = false
 
 export async function importRepo(deps: Deps, did: string, body: Readable) {
+  if (importing) {
+    drain(body)
+    throw xrpcError('RateLimitExceeded', 'Another repository import is running on this server; try again in a minute')
+  }
+  importing = true
+  try {
+    return await importLocked(deps, did, body)
+  } catch (err) {
+    drain(body)
+    throw err
+  } finally {
+    importing = false
+  }
+}
+
+async function importLocked(deps: Deps, did: string, body: Readable) {
   const { db } = deps
   if (await hasRecords(db, did)) throw repoNotEmpty()
-  const { roots, blocks } = await readCar(body)
-  if (roots.length !== 1) throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${roots.length}`)
-
-  // step 3: the root is a version-3 commit of the caller's DID
-  const rootBytes = blocks.get(roots[0])
-  if (!rootBytes) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
-  const commit = decodeCommit(rootBytes)
-  if (commit.did !== did) throw xrpcError('InvalidRequest', `The commit is for ${commit.did}, not ${did}`)
-
-  // step 4 with DECISIONS.md 11
   const keypair = await signingKeyFor(db, did)
-  if (!(await verifyCommitSig(commit, keypair.did()))) {
-    const keys = await previousKeys(deps, did)
-    let ok = false
-    for (const k of keys) if (!ok && k !== keypair.did()) ok = await verifyCommitSig(commit, k).catch(() => false)
-    if (!ok) {
-      throw xrpcError(
-        'InvalidRequest',
-        deps.config.plcUrl
-          ? 'The commit signature matches neither the reserved key nor any key of the DID\'s log'
-          : 'The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID\'s previous keys',
-      )
-    }
-  }
-
-  // the tree: every node and record must be in the CAR; only reachable blocks are kept
-  let tree: ReturnType<typeof walkMst>
-  try {
-    tree = walkMst(cidKey(commit.data.bytes), (key) => blocks.get(key))
-  } catch (err) {
-    if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
-    throw err
-  }
-  // by cidKey, each with its CID string (what the store keys on)
-  const kept = new Map<string, { cid: string; bytes: Buffer }>()
-  const keep = (key: string, bytes: Buffer) => {
-    let block = kept.get(key)
-    if (!block) kept.set(key, (block = { cid: keyToCidString(key), bytes }))
-    return block.cid
-  }
-  for (const key of tree.nodes) keep(key, blocks.get(key)!)
-  const records: ImportedRecord[] = tree.leaves.map((l) => {
-    const bytes = blocks.get(l.cid)
-    if (!bytes) throw xrpcError('InvalidCar', `The CAR is missing block ${keyToCidString(l.cid)} (record ${l.key})`)
-    const slash = l.key.indexOf('/')
-    return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: keep(l.cid, bytes), blobs: recordBlobs(l.key, bytes) }
+  // steps 3 and 4, on the root block as soon as it arrives: a forged CAR is refused before the
+  // rest of it is held
+  let commit: Commit | undefined
+  const { blocks } = await readCar(body, {
+    header: (roots) => {
+      if (roots.length !== 1) throw xrpcError('InvalidCar', `The CAR must have exactly one root, not ${roots.length}`)
+    },
+    root: async (bytes) => {
+      const c = decodeCommit(bytes)
+      if (c.did !== did) throw xrpcError('InvalidRequest', `The commit is for ${c.did}, not ${did}`)
+      await checkSignature(deps, did, c, keypair.did())
+      commit = c
+    },
+    spoolDir: deps.config.dataDir,
   })
+  try {
+    return await importBlocks(deps, did, commit, blocks, keypair)
+  } finally {
+    blocks.close()
+  }
+}
 
-  // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
+async function importBlocks(deps: Deps, did: string, commit: Commit | undefined, blocks: BlockIndex, keypair: Keypair) {
+  const { db } = deps
+  if (!commit) throw xrpcError('InvalidCar', 'The CAR does not hold its root block')
+
+  // the tree: every node and record must be in the CAR; only reachable blocks are kept. Checked
+  // whole before the transaction, then walked again inside it, its rows written a batch at a time:
+  // nothing in memory grows with the repository's size but the CAR's own index.
+  const dataRoot = cidKey(commit.data.bytes)
+  let recordCount = 0
+  for (const row of importRows(blocks, dataRoot)) if (row.leaf) recordCount++
+
+  // a new commit over the imported tree, signed with the account's own key, so the repository
+  // verifies against the DID document once it names this server
   const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
   const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
-  const commitCidBytes = dagCborCid(hash('sha256', commitBytes, 'buffer'))
-  const commitCid = keep(cidKey(commitCidBytes), commitBytes)
+  const commitCid = keyToCidString(cidKey(dagCborCid(hash('sha256', commitBytes, 'buffer'))))
   const rev = unsigned.rev
 
   return db.transaction().execute(async (trx) => {
@@ -101,29 +107,62 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
-    const blockValues: unknown[] = []
-    for (const b of [...kept.values()].sort((x, y) => (x.cid < y.cid ? -1 : 1))) blockValues.push(did, b.cid, rev, b.bytes.length, b.bytes)
-    await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockValues)
 
-    // leaves come in key order, so in uri order
+    // one #commit of creates within the event lexicon's limits (its blocks and ops gathered on
+    // the way), else #sync
+    const small = recordCount <= MAX_COMMIT_OPS
+    const eventBlocks = new BlockMap()
+    const ops: { action: 'create'; path: string; cid: ReturnType<typeof parseCid> }[] = []
+
     const now = new Date().toISOString()
     const prefix = `at://${did}/`
-    const recordValues: unknown[] = []
-    const refs: { blob: string; uri: string }[] = []
-    for (const r of records) {
-      const uri = prefix + r.path
-      recordValues.push(uri, did, r.collection, r.rkey, r.cid, rev, now)
-      for (const blob of r.blobs) refs.push({ blob, uri })
+    let blockRows: unknown[] = []
+    let recordRows: unknown[] = []
+    let refRows: unknown[] = []
+    let batchBytes = 0
+    const flush = async () => {
+      await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
+      await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordRows)
+      await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refRows)
+      blockRows = []
+      recordRows = []
+      refRows = []
+      batchBytes = 0
     }
-    await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordValues)
-    refs.sort((a, b) => (a.blob < b.blob ? -1 : a.blob > b.blob ? 1 : a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0))
-    await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refs.flatMap((r) => [did, r.blob, r.uri]))
-    // blobs uploaded before the import are referenced now (DECISIONS.md 15)
-    const blobCids = [...new Set(refs.map((r) => r.blob))]
-    for (let i = 0; i < blobCids.length; i += CHUNK) {
-      await trx.updateTable('blob').set({ referenced: 1 }).where('did', '=', did).where('cid', 'in', blobCids.slice(i, i + CHUNK)).execute()
+    let blockCount = 0
+    // leaves come in key order, so in uri order
+    for (const row of importRows(blocks, dataRoot)) {
+      const cid = keyToCidString(row.key)
+      if (row.first) {
+        blockRows.push(did, cid, rev, row.bytes.length, row.bytes)
+        batchBytes += row.bytes.length
+        blockCount++
+        if (small) eventBlocks.set(parseCid(cid), row.bytes)
+      }
+      if (row.leaf) {
+        const uri = prefix + row.leaf.path
+        const slash = row.leaf.path.indexOf('/')
+        recordRows.push(uri, did, row.leaf.path.slice(0, slash), row.leaf.path.slice(slash + 1), cid, rev, now)
+        for (const blob of row.leaf.blobs) refRows.push(did, blob, uri)
+        if (small) ops.push({ action: 'create', path: row.leaf.path, cid: parseCid(cid) })
+      }
+      if (blockRows.length >= BATCH_ROWS * 5 || recordRows.length >= BATCH_ROWS * 7 || refRows.length >= BATCH_ROWS * 3 || batchBytes >= BATCH_BYTES) {
+        await flush()
+      }
     }
-    const root = { cid: commitCid, rev, indexed_at: now, block_count: kept.size, record_count: records.length }
+    blockRows.push(did, commitCid, rev, commitBytes.length, commitBytes)
+    blockCount++
+    await flush()
+    if (small) eventBlocks.set(parseCid(commitCid), commitBytes)
+
+    // blobs uploaded before the import are referenced now
+    await trx
+      .updateTable('blob')
+      .set({ referenced: 1 })
+      .where('did', '=', did)
+      .where('cid', 'in', trx.selectFrom('record_blob').select('blob_cid').where('did', '=', did))
+      .execute()
+    const root = { cid: commitCid, rev, indexed_at: now, block_count: blockCount, record_count: recordCount }
     await trx
       .insertInto('repo_root')
       .values({ did, ...root })
@@ -133,21 +172,37 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
 
     await deps.hooks?.afterRecordsIndexed?.(did)
 
-    // DECISIONS.md 13: one #commit of creates within the lexicon's limits, else #sync
-    const event =
-      records.length <= MAX_COMMIT_OPS
-        ? await appendCommitOrSync(trx, {
-            did,
-            rev,
-            since: null,
-            commit: parseCid(commitCid),
-            blocks: blockMap(kept),
-            ops: records.map((r) => ({ action: 'create' as const, path: r.path, cid: parseCid(r.cid) })),
-            prevData: null,
-          })
-        : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
-    return { commit: { cid: commitCid, rev }, records: records.length, blocks: kept.size, event: event.type }
+    const event = small
+      ? await appendCommitOrSync(trx, { did, rev, since: null, commit: parseCid(commitCid), blocks: eventBlocks, ops, prevData: null })
+      : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
+    return { commit: { cid: commitCid, rev }, records: recordCount, blocks: blockCount, event: event.type }
   })
+}
+
+type ImportRow = { key: string; bytes: Buffer; first: boolean; leaf?: { path: string; blobs: string[] } }
+
+/** the blocks the tree under `root` reaches (`first` the first time each is met) and its records */
+function* importRows(blocks: BlockIndex, root: string): Generator<ImportRow> {
+  const visited = new Uint8Array(blocks.size)
+  const kept = new Uint8Array(blocks.size)
+  const firstVisit = (key: string) => {
+    const i = blocks.indexOf(key)
+    return !visited[i] && !!(visited[i] = 1)
+  }
+  try {
+    for (const item of mstItems(root, (key) => blocks.get(key), firstVisit)) {
+      const key = item.node ?? item.leaf.cid
+      const i = blocks.indexOf(key)
+      if (i < 0) throw xrpcError('InvalidCar', `The CAR is missing block ${keyToCidString(key)} (record ${item.leaf!.key})`)
+      const bytes = blocks.get(key)!
+      const first = !kept[i]
+      kept[i] = 1
+      yield { key, bytes, first, leaf: item.leaf && { path: item.leaf.key, blobs: recordBlobs(item.leaf.key, bytes) } }
+    }
+  } catch (err) {
+    if (err instanceof MstError) throw xrpcError('InvalidCar', `The repository tree is incomplete or malformed: ${err.message}`)
+    throw err
+  }
 }
 
 /** a record's blob references: the byte scan, or a full decode where the scan defers */
@@ -166,22 +221,38 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
   return blobRefs(value)
 }
 
-function blockMap(blocks: Map<string, { cid: string; bytes: Uint8Array }>): BlockMap {
-  const map = new BlockMap()
-  for (const b of blocks.values()) map.set(parseCid(b.cid), b.bytes)
-  return map
-}
-
 const repoNotEmpty = () => xrpcError('RepoNotEmpty', 'The account already has records; import only into an empty repository')
 
 async function hasRecords(db: Pick<Db, 'selectFrom'>, did: string) {
   return !!(await db.selectFrom('record').select('uri').where('did', '=', did).limit(1).executeTakeFirst())
 }
 
-async function readCar(body: Readable): Promise<CarBlocks> {
+/** the commit must verify against the reserved key or a key the DID's log has named */
+async function checkSignature(deps: Deps, did: string, commit: Commit, reserved: string) {
+  // a malformed signature (all zeroes, wrong length) throws instead of failing
+  const verifies = (key: string) => verifyCommitSig(commit, key).catch(() => false)
+  if (await verifies(reserved)) return
+  for (const k of await previousKeys(deps, did)) if (k !== reserved && (await verifies(k))) return
+  throw xrpcError(
+    'InvalidRequest',
+    deps.config.plcUrl
+      ? 'The commit signature matches neither the reserved key nor any key of the DID\'s log'
+      : 'The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID\'s previous keys',
+  )
+}
+
+/** discards the rest of a refused body, so the client reads the error instead of a reset */
+function drain(body: Readable) {
+  body.on('error', () => {})
+  body.resume()
+}
+
+async function readCar(body: Readable, hooks: CarHooks): Promise<CarBlocks> {
   try {
-    return await readCarBlocks(body as AsyncIterable<Uint8Array>)
+    // the reader stops at the first bad block; the body is then drained, not destroyed
+    return await readCarBlocks(body.iterator({ destroyOnReturn: false }), hooks)
   } catch (err) {
+    drain(body)
     if (err instanceof XRPCError) throw err
     // the body's own failures (its size limit) arrive wrapped
     const cause = (err as { cause?: unknown }).cause

@@ -64,7 +64,8 @@ export class DiskBlobStore implements BlobStore {
   // created once per store rather than on every upload (and again if someone removed them)
   private dirsReady?: Promise<unknown>
   private ensureDirs() {
-    this.dirsReady ??= mkdir(this.tmp, { recursive: true }).catch((err) => {
+    // owner-only, as the files in them (an upload's bytes are not public until it is referenced)
+    this.dirsReady ??= mkdir(this.tmp, { recursive: true, mode: 0o700 }).catch((err) => {
       this.dirsReady = undefined
       throw err
     })

@@ -37,18 +37,35 @@ const decodeOptions: cborg.DecodeOptions = {
 export function walkMst(root: string, get: (cid: string) => Uint8Array | undefined): MstContents {
   const leaves: MstLeaf[] = []
   const nodes: string[] = []
-  const seen = new Set<string>()
+  for (const item of mstItems(root, get)) {
+    if (item.leaf) leaves.push(item.leaf)
+    else nodes.push(item.node)
+  }
+  return { leaves, nodes }
+}
+
+export type MstItem = { node: string; leaf?: undefined } | { leaf: MstLeaf; node?: undefined }
+
+/**
+ * The tree under `root`, one node or leaf at a time (leaves in key order), so a caller can act on
+ * a large tree without holding it. `firstVisit(cid)` is false for a node already reached (a
+ * caller with a compact record of visits passes its own; by default a Set of keys).
+ */
+export function* mstItems(
+  root: string,
+  get: (cid: string) => Uint8Array | undefined,
+  firstVisit: (cid: string) => boolean = setVisits(),
+): Generator<MstItem> {
   let last = ''
 
-  const visit = (cid: string, depth: number) => {
+  function* visit(cid: string, depth: number): Generator<MstItem> {
     if (depth > MAX_DEPTH) throw new MstError('the tree is too deep')
-    if (seen.has(cid)) throw new MstError(`node ${keyToCidString(cid)} appears twice in the tree`)
-    seen.add(cid)
-    nodes.push(cid)
     const bytes = get(cid)
     if (!bytes) throw new MstError(`missing block ${keyToCidString(cid)}`)
+    if (!firstVisit(cid)) throw new MstError(`node ${keyToCidString(cid)} appears twice in the tree`)
+    yield { node: cid }
     const node = decodeNode(cid, asBuffer(bytes))
-    if (node.l !== null) visit(node.l, depth + 1)
+    if (node.l !== null) yield* visit(node.l, depth + 1)
     let prev = ''
     for (const e of node.e) {
       if (e.p > prev.length) throw new MstError(`node ${keyToCidString(cid)}: prefix longer than the previous key`)
@@ -56,14 +73,18 @@ export function walkMst(root: string, get: (cid: string) => Uint8Array | undefin
       const key = e.p === 0 ? e.k : prev.slice(0, e.p) + e.k
       if (!isValidKey(key)) throw new MstError(`Not a valid MST key: ${key}`)
       if (key <= last) throw new MstError(`node ${keyToCidString(cid)}: key ${key} is out of order`)
-      leaves.push({ key, cid: e.v })
+      yield { leaf: { key, cid: e.v } }
       last = key
       prev = key
-      if (e.t !== null) visit(e.t, depth + 1)
+      if (e.t !== null) yield* visit(e.t, depth + 1)
     }
   }
-  visit(root, 0)
-  return { leaves, nodes }
+  yield* visit(root, 0)
+}
+
+function setVisits() {
+  const seen = new Set<string>()
+  return (cid: string) => !seen.has(cid) && !!seen.add(cid)
 }
 
 /** a node with its links as cidKeys and each key suffix as latin1 text */

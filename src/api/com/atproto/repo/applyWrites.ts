@@ -4,6 +4,7 @@ import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { prepareDelete, prepareRecordWrite, type PreparedWrite } from '../../../../repo/prepare.js'
+import { MAX_COMMIT_OPS } from '../../../../repo/events.js'
 import { ownRepo } from '../../../../repo/read.js'
 import { writeRecords } from '../../../../repo/writer.js'
 
@@ -15,6 +16,10 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.repo.applyWrites<AccessAuth>(async ({ auth, input }) => {
     const { did } = auth.credentials
     const body = input.body
+    // one commit, one firehose event: the event's lexicon allows this many operations
+    if (body.writes.length > MAX_COMMIT_OPS) {
+      throw xrpcError('InvalidRequest', `Too many writes: at most ${MAX_COMMIT_OPS} in one call, not ${body.writes.length}`)
+    }
     await ownRepo(db, body.repo, did)
     const prepared: PreparedWrite[] = []
     for (const w of body.writes) {
