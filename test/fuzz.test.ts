@@ -5,6 +5,7 @@
 // odd bodies for uploadBlob leave the repository as it was. Fixed seed and run count:
 // PDS_FUZZ_SEED and PDS_FUZZ_RUNS (read only here) explore further. Outbound connections anywhere
 // but loopback are refused and counted, and the count must stay zero.
+import { gzipSync } from 'node:zlib'
 import { Agent, buildConnector, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici'
 import fc from 'fast-check'
 import WebSocket from 'ws'
@@ -317,3 +318,32 @@ describe('fuzzing every served method from its lexicon', () => {
   })
 })
 
+// inputs the fuzzing above once found answered with a 500, kept as plain cases
+describe('inputs that once failed with a 500', () => {
+  let pds: TestPds
+  beforeAll(async () => {
+    pds = await startTestPds()
+  })
+  afterAll(async () => {
+    await pds?.stop()
+  })
+
+  it('uploadBlob with Content-Encoding gzip over bytes that are not gzip answers 400', async () => {
+    const acct = await newAccount(pds.url, 'fzx')
+    const res = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(acct.accessJwt), 'content-type': 'image/png', 'content-encoding': 'gzip' },
+      body: Buffer.from('not gzip at all'),
+    })
+    expect(res.status).toBe(400)
+    expect(await res.json()).toMatchObject({ error: 'InvalidRequest' })
+    // and a real gzip upload still works
+    const ok = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(acct.accessJwt), 'content-type': 'text/plain', 'content-encoding': 'gzip' },
+      body: gzipSync(Buffer.from('hello')),
+    })
+    expect(ok.status).toBe(200)
+    expect((await ok.json()).blob.size).toBe(5)
+  })
+})
