@@ -158,9 +158,12 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
   })
-  app.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     // a stream that fails after its headers went out: express ends the connection
     if (res.headersSent) return next(err)
+    // refused before its body was read (bad encoding, too large, bad auth): the unread rest would
+    // stall this keep-alive connection for the client's next request, so end it after the answer
+    if (!req.complete) res.setHeader('connection', 'close')
     const x = toXrpcError(err, logger)
     res.status(x.statusCode).json(x.payload)
   })

@@ -5,6 +5,7 @@
 // odd bodies for uploadBlob leave the repository as it was. Fixed seed and run count:
 // PDS_FUZZ_SEED and PDS_FUZZ_RUNS (read only here) explore further. Outbound connections anywhere
 // but loopback are refused and counted, and the count must stay zero.
+import { connect } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import { Agent, buildConnector, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici'
 import fc from 'fast-check'
@@ -318,8 +319,8 @@ describe('fuzzing every served method from its lexicon', () => {
   })
 })
 
-// inputs the fuzzing above once found answered with a 500, kept as plain cases
-describe('inputs that once failed with a 500', () => {
+// inputs the fuzzing above once found answered with a 500 or left hanging, kept as plain cases
+describe('inputs that once failed with a 500 or a hang', () => {
   let pds: TestPds
   beforeAll(async () => {
     pds = await startTestPds()
@@ -345,5 +346,31 @@ describe('inputs that once failed with a 500', () => {
     })
     expect(ok.status).toBe(200)
     expect((await ok.json()).blob.size).toBe(5)
+  })
+
+  it('a refused upload whose body was not read closes its connection instead of stalling the next request', async () => {
+    const acct = await newAccount(pds.url, 'fzx')
+    const body = Buffer.alloc(222_738, 0x5b)
+    const head =
+      `POST /xrpc/com.atproto.repo.uploadBlob HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${acct.accessJwt}\r\n` +
+      `Content-Type: application/cbor\r\nContent-Encoding: deflate\r\nContent-Length: ${body.length}\r\n\r\n`
+    const next = `GET /xrpc/_health HTTP/1.1\r\nHost: localhost\r\n\r\n`
+    const sock = connect(Number(new URL(pds.url).port), '127.0.0.1')
+    let got = ''
+    sock.on('data', (d) => (got += d.toString('latin1')))
+    sock.on('error', () => {})
+    // the server's end of the connection (FIN) is enough: no client sends on after that
+    let ended = false
+    sock.on('end', () => (ended = true))
+    // the body arrives in parts, the server refusing it after the first; then the next request
+    // follows on the same connection, as a keep-alive client sends it
+    sock.write(Buffer.concat([Buffer.from(head), body.subarray(0, 16_384)]))
+    for (let i = 0; i < 50 && !got; i++) await new Promise((r) => setTimeout(r, 100))
+    if (!sock.destroyed) sock.write(Buffer.concat([body.subarray(16_384), Buffer.from(next)]))
+    for (let i = 0; i < 50 && !ended && !/HTTP\/1\.1 200/.test(got); i++) await new Promise((r) => setTimeout(r, 100))
+    sock.destroy()
+    expect(got).toMatch(/^HTTP\/1\.1 400[^]*connection: close/i)
+    // answered then closed, or answered both: never left waiting
+    expect(ended || /HTTP\/1\.1 200/.test(got)).toBe(true)
   })
 })
