@@ -35,6 +35,7 @@ import { createProxy } from './proxy/index.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { OutboundGuard } from './net/guard.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
+import { lexicons } from './generated/server/lexicons.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -149,7 +150,13 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(optionalBodies)
-  app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid)))
+  // raw inputs (uploadBlob, importRepo) stay streams whatever their Content-Type: a JSON file
+  // uploaded as a blob is bytes to store, not a body to parse
+  const rawInput = new Set(methods.filter((nsid) => {
+    const encoding = (lexicons.getDef(nsid) as { input?: { encoding?: string } } | undefined)?.input?.encoding
+    return encoding !== undefined && encoding !== 'application/json'
+  }))
+  app.use(jsonBodies(JSON_LIMIT, (nsid) => known.has(nsid) && !rawInput.has(nsid)))
   // the method routes and the catch-all (proxying, 501) straight on this app: mounting
   // xrpc-server's own express app would run express's request setup a second time per request.
   // Errors reach the handler below, which answers them as xrpc-server's would.

@@ -72,7 +72,9 @@ async function send(url: string, call: Call) {
 function described(call: Call): Call {
   const text = () => {
     const body = call.body ? ` body(${call.body.length} bytes)=${JSON.stringify(call.body.subarray(0, 300).toString('latin1'))}` : ''
-    return `${call.method} ${call.path.slice(0, 400)} headers=${JSON.stringify(call.headers).slice(0, 600)}${body}`
+    // tokens shortened: the seed and path above replay the case exactly
+    const headers = JSON.stringify(call.headers).replace(/(eyJ[\w-]{8})[\w-]*\.[\w-]*\.[\w-]*/g, '$1…')
+    return `${call.method} ${call.path.slice(0, 400)} headers=${headers.slice(0, 800)}${body}`
   }
   return Object.assign(call, { [fc.toStringMethod]: text })
 }
@@ -346,6 +348,21 @@ describe('inputs that once failed with a 500 or a hang', () => {
     })
     expect(ok.status).toBe(200)
     expect((await ok.json()).blob.size).toBe(5)
+  })
+
+  it('uploadBlob stores a JSON file as its bytes', async () => {
+    const acct = await newAccount(pds.url, 'fzx')
+    const json = '{"a":{"b":[1,2,3]},"c":"d"}'
+    const res = await fetch(`${pds.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(acct.accessJwt), 'content-type': 'application/json' },
+      body: json,
+    })
+    expect(res.status).toBe(200)
+    const { blob } = await res.json()
+    expect(blob).toMatchObject({ mimeType: 'application/json', size: json.length })
+    const back = await fetch(`${pds.url}/xrpc/com.atproto.sync.getBlob?did=${acct.did}&cid=${blob.ref.$link}`)
+    expect(await back.text()).toBe(json)
   })
 
   it('a refused upload whose body was not read closes its connection instead of stalling the next request', async () => {
