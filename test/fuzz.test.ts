@@ -1,10 +1,10 @@
 // Property-based fuzzing of every method id the server serves: parameters, bodies and headers
 // generated from each method's lexicon (valid-shaped and malformed), anonymous, with junk
 // credentials, with a real session and with admin Basic. The server must never answer 5xx, never
-// hang, always answer 4xx as an XRPC error, and stay healthy. Malformed CARs for importRepo and
-// odd bodies for uploadBlob leave the repository as it was. Fixed seed and run count:
-// PDS_FUZZ_SEED and PDS_FUZZ_RUNS (read only here) explore further. Outbound connections anywhere
-// but loopback are refused and counted, and the count must stay zero.
+// hang, always answer 4xx as an XRPC error, and stay healthy (malformed CARs: fuzz-car.test.ts).
+// Fixed seed and run count: PDS_FUZZ_SEED and PDS_FUZZ_RUNS (read only by the fuzz suites)
+// explore further. Outbound connections anywhere but loopback are refused and counted, and the
+// count must stay zero.
 import { connect } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import { Agent, buildConnector, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici'
