@@ -3,8 +3,8 @@
 // credentials, with a real session and with admin Basic. The server must never answer 5xx, never
 // hang, always answer 4xx as an XRPC error, and stay healthy (malformed CARs: fuzz-car.test.ts).
 // Fixed seed and run count: PDS_FUZZ_SEED and PDS_FUZZ_RUNS (read only by the fuzz suites)
-// explore further. Outbound connections anywhere but loopback are refused and counted, and the
-// count must stay zero.
+// explore further. Names resolve through a loopback nameserver that knows none, and outbound
+// connections anywhere but loopback are refused and counted: the count must stay zero.
 import { connect } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import { Agent, buildConnector, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici'
@@ -13,6 +13,7 @@ import WebSocket from 'ws'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, bearer, describe, newAccount, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { deepJson, junk, ascii, LexArbitraries, loadLexicon, servedMethods, type Pool } from './fuzz-lexicon.js'
+import { startNameserver, type Nameserver } from './tripwire.js'
 import { registry } from '../src/auth/registry.js'
 
 const SEED = Number(process.env.PDS_FUZZ_SEED ?? 20261125)
@@ -249,6 +250,7 @@ function fuzzedCall(nsid: string, acct: Account, lex: LexArbitraries): fc.Arbitr
 
 describe('fuzzing every served method from its lexicon', () => {
   let pds: TestPds
+  let ns: Nameserver
   let reader: Account
   let readerUri: string
   let readerCid: string
@@ -265,7 +267,9 @@ describe('fuzzing every served method from its lexicon', () => {
         },
       }),
     )
-    pds = await startTestPds()
+    // names resolve through a loopback nameserver that knows none: no lookup leaves the machine
+    ns = await startNameserver({})
+    pds = await startTestPds({ PDS_DNS_NAMESERVERS: ns.address })
     reader = await newAccount(pds.url, 'fzr')
     const created = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
       headers: bearer(reader.accessJwt),
@@ -278,6 +282,7 @@ describe('fuzzing every served method from its lexicon', () => {
   afterAll(async () => {
     if (STATS) console.log(JSON.stringify(STATS, null, 1))
     await pds?.stop()
+    await ns?.close()
     setGlobalDispatcher(previous)
   })
 
