@@ -35,6 +35,7 @@ import { createProxy } from './proxy/index.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { OutboundGuard } from './net/guard.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
+import { lexicons } from './generated/server/lexicons.js'
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -149,8 +150,18 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(optionalBodies)
-  const knownLower = new Set(methods.map((m) => m.toLowerCase()))
-  app.use(jsonBodies(JSON_LIMIT, (nsid) => knownLower.has(nsid)))
+  // raw inputs (uploadBlob, importRepo) stay streams whatever their Content-Type: a JSON file
+  // uploaded as a blob is bytes to store, not a body to parse. Paths match in any letter case,
+  // as the router matches them, so every spelling a handler answers is parsed (and capped) alike.
+  const jsonInput = new Set(
+    methods
+      .filter((nsid) => {
+        const encoding = (lexicons.getDef(nsid) as { input?: { encoding?: string } } | undefined)?.input?.encoding
+        return encoding === undefined || encoding === 'application/json'
+      })
+      .map((nsid) => nsid.toLowerCase()),
+  )
+  app.use(jsonBodies(JSON_LIMIT, (nsid) => jsonInput.has(nsid)))
   // the method routes and the catch-all (proxying, 501) straight on this app: mounting
   // xrpc-server's own express app would run express's request setup a second time per request.
   // Errors reach the handler below, which answers them as xrpc-server's would.
@@ -159,9 +170,12 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'NotFound', message: 'Not found' })
   })
-  app.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     // a stream that fails after its headers went out: express ends the connection
     if (res.headersSent) return next(err)
+    // refused before its body was read (bad encoding, too large, bad auth): the unread rest would
+    // stall this keep-alive connection for the client's next request, so end it after the answer
+    if (!req.complete) res.setHeader('connection', 'close')
     const x = toXrpcError(err, logger)
     res.status(x.statusCode).json(x.payload)
   })

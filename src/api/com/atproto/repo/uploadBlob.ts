@@ -6,12 +6,13 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
 import { storeUpload } from '../../../../repo/blobs.js'
+import { decodedBody } from '../../../request-body.js'
 
 export default (api: Server, deps: Pick<Services, 'db' | 'blobstore' | 'config'>) =>
   api.com.atproto.repo.uploadBlob<AccessAuth>(async ({ auth, input, req }) => {
     const header = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
     const mimeType = header && header !== '*/*' ? header : 'application/octet-stream'
-    const blob = await storeUpload(deps, auth.credentials.did, input.body, mimeType, deps.config.blobUploadLimit)
+    const blob = await storeUpload(deps, auth.credentials.did, decodedBody(req, input.body), mimeType, deps.config.blobUploadLimit)
     return {
       encoding: 'application/json',
       body: { blob: new BlobRef(CID.parse(blob.cid) as never, blob.mimeType, blob.size) },
