@@ -9,7 +9,7 @@ import type { Readable } from 'node:stream'
 import { hash } from 'node:crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { XRPCError } from '@atproto/xrpc-server'
-import { BlockMap, verifyCommitSig, type Commit } from '@atproto/repo'
+import { BlockMap, MemoryBlockstore, MST, verifyCommitSig, type Commit } from '@atproto/repo'
 import { TID } from '@atproto/common'
 import { parseCid } from '@atproto/lex-data'
 import { isValidTid } from '@atproto/syntax'
@@ -86,19 +86,23 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
     return { path: l.key, collection: l.key.slice(0, slash), rkey: l.key.slice(slash + 1), cid: keep(l.cid, bytes), blobs: recordBlobs(l.key, bytes) }
   })
 
-  // DECISIONS.md 11: a new commit over the imported tree, signed with the account's own key
-  const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
-  const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
-  const commitCidBytes = dagCborCid(hash('sha256', commitBytes, 'buffer'))
-  const commitCid = keep(cidKey(commitCidBytes), commitBytes)
-  const rev = unsigned.rev
-
   return db.transaction().execute(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
     let lock = trx.selectFrom('account').select('did').where('did', '=', did)
     if (db.dialect === 'postgres') lock = lock.forUpdate()
     await lock.executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()
+    // the repository replaced (empty: it had no records), if any; relays need its rev and tree
+    const before = await trx.selectFrom('repo_root').select('rev').where('did', '=', did).executeTakeFirst()
+
+    // a new commit over the imported tree, signed with the account's own key; its rev follows both
+    // the imported commit's and the replaced repository's, so revs only ever grow
+    const after = before && before.rev > commit.rev ? before.rev : commit.rev
+    const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(after), prev: null }
+    const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
+    const commitCidBytes = dagCborCid(hash('sha256', commitBytes, 'buffer'))
+    const commitCid = keep(cidKey(commitCidBytes), commitBytes)
+    const rev = unsigned.rev
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
     const blockValues: unknown[] = []
@@ -139,11 +143,11 @@ export async function importRepo(deps: Deps, did: string, body: Readable) {
         ? await appendCommitOrSync(trx, {
             did,
             rev,
-            since: null,
+            since: before?.rev ?? null,
             commit: parseCid(commitCid),
             blocks: blockMap(kept),
             ops: records.map((r) => ({ action: 'create' as const, path: r.path, cid: parseCid(r.cid) })),
-            prevData: null,
+            prevData: before ? await emptyTreeCid() : null,
           })
         : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
     return { commit: { cid: commitCid, rev }, records: records.length, blocks: kept.size, event: event.type }
@@ -165,6 +169,9 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
   }
   return blobRefs(value)
 }
+
+/** the data CID of a repository without records */
+const emptyTreeCid = async () => (await MST.create(new MemoryBlockstore())).getPointer()
 
 function blockMap(blocks: Map<string, { cid: string; bytes: Uint8Array }>): BlockMap {
   const map = new BlockMap()
