@@ -100,17 +100,19 @@ describe('every firehose event verifies (Sync 1.1)', () => {
 
   it('emits nothing for a write that changes nothing, and answers with the current commit', async () => {
     const { did, accessJwt } = alice
+    expect((await applyWrites(accessJwt, did, [create('s1', note('s1')), create('s2', note('s2'))])).status).toBe(200)
+    await settle(origin)
     const before = (await call(origin.pds, 'com.atproto.sync.getLatestCommit', undefined, { params: { did } })).body
-    const stored = (await call(origin.pds, 'com.atproto.repo.getRecord', undefined, { params: { repo: did, collection: COLL, rkey: 'b' } })).body
+    const stored = (await call(origin.pds, 'com.atproto.repo.getRecord', undefined, { params: { repo: did, collection: COLL, rkey: 's2' } })).body
     const events = origin.verifier.eventsOf(did).length
 
-    const same = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: 'b', record: note('b2') } })
+    const same = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: 's2', record: note('s2') } })
     expect(same.status).toBe(200)
     expect(same.body.uri).toBe(stored.uri)
     expect(same.body.cid).toBe(stored.cid)
     expect(same.body.commit).toEqual(before)
 
-    const batch = await applyWrites(accessJwt, did, [update('a', note('a')), update('b', note('b2'))])
+    const batch = await applyWrites(accessJwt, did, [update('s1', note('s1')), update('s2', note('s2'))])
     expect(batch.status).toBe(200)
     expect(batch.body.commit).toEqual(before)
     expect(batch.body.results.map((r: any) => r.cid)).toHaveLength(2)
@@ -119,7 +121,7 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect((await call(origin.pds, 'com.atproto.sync.getLatestCommit', undefined, { params: { did } })).body).toEqual(before)
 
     // inside a batch with a real write, the unchanged update is left out of the commit
-    const mixed = await applyWrites(accessJwt, did, [update('a', note('a')), create('d', note('d'))])
+    const mixed = await applyWrites(accessJwt, did, [update('s1', note('s1')), create('d', note('d'))])
     expect(mixed.status).toBe(200)
     expect(mixed.body.commit.rev > before.rev).toBe(true)
     await settle(origin)
@@ -178,8 +180,9 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     await inStep(origin, did)
   })
 
-  it('verifies an import signed by the old key, and the activation after it', async () => {
-    for (const records of [50, 300]) {
+  it('verifies imports signed by the old key, a #sync beyond the limits, and the activation after them', async () => {
+    // within both limits; beyond 200 ops; beyond 2,000,000 bytes of blocks with 150 ops
+    for (const [records, pad] of [[50, 0], [300, 0], [150, 20_000]]) {
       const name = `imp${records}`
       const id = await plcIdentity(`${name}.test`)
       const reserved = (await call(dest.pds, 'com.atproto.server.reserveSigningKey', undefined, { body: { did: id.did } })).body.signingKey
@@ -189,7 +192,7 @@ describe('every firehose event verifies (Sync 1.1)', () => {
       expect(joined.status).toBe(200)
       // the repository as the old server signed it
       const storage = new MemoryBlockstore()
-      const writes = Array.from({ length: records }, (_, i) => ({ action: WriteOpAction.Create, collection: COLL, rkey: key(i), record: note(`i${i}`) }))
+      const writes = Array.from({ length: records }, (_, i) => ({ action: WriteOpAction.Create, collection: COLL, rkey: key(i), record: { ...note(`i${i}`), pad: 'x'.repeat(pad) } }))
       const repo = await Repo.create(storage, id.did, id.atproto, writes as never)
       const car = await blocksToCarFile(repo.cid, storage.blocks)
       const imported = await fetch(`${dest.pds.url}/xrpc/com.atproto.repo.importRepo`, {
@@ -202,7 +205,8 @@ describe('every firehose event verifies (Sync 1.1)', () => {
       await settle(dest)
       const kinds = dest.verifier.eventsOf(id.did).map((e) => e.t)
       // within the limits the import is one #commit of creates; beyond them a #sync
-      expect(kinds).toEqual(['#identity', '#account', records <= 200 ? '#commit' : '#sync', '#account', '#identity', '#sync'])
+      const small = records <= 200 && records * pad < 2_000_000
+      expect(kinds).toEqual(['#identity', '#account', small ? '#commit' : '#sync', '#account', '#identity', '#sync'])
       await inStep(dest, id.did)
     }
   })
