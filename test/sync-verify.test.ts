@@ -211,6 +211,48 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     }
   })
 
+  it('re-signs the current commit at activation when the account key changed since the import', async () => {
+    const id = await plcIdentity('rekey.test')
+    const reserved = (await call(dest.pds, 'com.atproto.server.reserveSigningKey', undefined, { body: { did: id.did } })).body.signingKey
+    const joined = await call(dest.pds, 'com.atproto.server.createAccount', undefined, {
+      body: { handle: 'rekey.test', email: 'rekey@example.com', password: PASSWORD, did: id.did, plcOp: await movedOp(id, reserved, 'rekey.test') },
+    })
+    expect(joined.status).toBe(200)
+    const storage = new MemoryBlockstore()
+    const repo = await Repo.create(storage, id.did, id.atproto, [{ action: WriteOpAction.Create, collection: COLL, rkey: 'r', record: note('r') }] as never)
+    const imported = await fetch(`${dest.pds.url}/xrpc/com.atproto.repo.importRepo`, {
+      method: 'POST',
+      headers: { ...bearer(joined.body.accessJwt), 'content-type': 'application/vnd.ipld.car' },
+      body: await blocksToCarFile(repo.cid, storage.blocks),
+    })
+    expect(imported.status).toBe(200)
+    // a relay has taken the import's event (signed by the key of that moment) before the rotation
+    await settle(dest)
+    const importedRev = dest.verifier.repo(id.did)!.rev
+    // the account's key is rotated (as an operator would) and the DID document follows
+    const next = await Secp256k1Keypair.create({ exportable: true })
+    await dest.pds.services.db
+      .updateTable('signing_key')
+      .set({ private_key_hex: Buffer.from(await next.export()).toString('hex'), public_key_multibase: next.did().replace(/^did:key:/, '') })
+      .where('did', '=', id.did)
+      .execute()
+    const head = await (await fetch(`${plcUrl}/${id.did}/log/last`)).json()
+    const rotated = await movedOp({ ...id, head }, next.did().replace(/^did:key:/, ''), 'rekey.test')
+    const res = await fetch(`${plcUrl}/${id.did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(rotated) })
+    expect(res.status).toBe(200)
+    expect(await currentKey(id.did)).toBe(next.did())
+    expect((await call(dest.pds, 'com.atproto.server.activateAccount', joined.body.accessJwt, { method: 'POST' })).status).toBe(200)
+    await settle(dest)
+    expect(dest.verifier.eventsOf(id.did).at(-1)?.t).toBe('#sync')
+    const latest = (await call(dest.pds, 'com.atproto.sync.getLatestCommit', undefined, { params: { did: id.did } })).body
+    expect(latest.rev > importedRev).toBe(true)
+    await inStep(dest, id.did)
+    // the account writes on under the new key
+    expect((await call(dest.pds, 'com.atproto.repo.createRecord', joined.body.accessJwt, { body: { repo: id.did, collection: COLL, record: note('after') } })).status).toBe(200)
+    await settle(dest)
+    await inStep(dest, id.did)
+  })
+
   it('verifies a migration in on both servers', { timeout: 60_000 }, async () => {
     const created = await call(origin.pds, 'com.atproto.server.createAccount', undefined, {
       body: { handle: 'mover.test', email: 'mover@example.com', password: PASSWORD },
