@@ -23,12 +23,12 @@ describe('the firehose', () => {
   })
   afterAll(() => pds?.stop())
 
-  it('streams account creation live as #identity then #account, in order', async () => {
+  it('streams account creation live as #identity, #account, then #sync of the first commit, in order', async () => {
     const c = await subscribe(pds.url)
     const acct = await createAccount(pds)
-    const frames = await c.until((f) => f.filter((x) => x.body.did === acct.did).length >= 2)
+    const frames = await c.until((f) => f.filter((x) => x.body.did === acct.did).length >= 3)
     const mine = frames.filter((f) => f.body.did === acct.did)
-    expect(mine.map((f) => f.t)).toEqual(['#identity', '#account'])
+    expect(mine.map((f) => f.t)).toEqual(['#identity', '#account', '#sync'])
     expect(mine[0].body).toMatchObject({ did: acct.did, handle: acct.handle })
     expect(mine[1].body).toMatchObject({ did: acct.did, active: true })
     expect(mine[1].body.seq).toBeGreaterThan(mine[0].body.seq)
@@ -75,7 +75,7 @@ describe('the firehose across a restart', () => {
       const c = await subscribe(pds.url, 0)
       const frames = await c.until((f) => seqs(f).length >= before.length)
       expect(seqs(frames)).toEqual(before)
-      for (const did of dids) expect(frames.filter((f) => f.body.did === did).map((f) => f.t)).toEqual(['#identity', '#account'])
+      for (const did of dids) expect(frames.filter((f) => f.body.did === did).map((f) => f.t)).toEqual(['#identity', '#account', '#sync'])
       c.close()
     } finally {
       await pds.stop()
@@ -136,7 +136,7 @@ describe('firehose retention', () => {
       const frames = await c.until((f) => seqs(f).length >= kept.length)
       expect(frames[0]).toMatchObject({ op: 1, t: '#info', body: { name: 'OutdatedCursor' } })
       expect(seqs(frames)).toEqual(kept)
-      expect(frames.filter((f) => f.body.did === acct.did)).toHaveLength(2)
+      expect(frames.filter((f) => f.body.did === acct.did)).toHaveLength(3)
       c.close()
     } finally {
       await pds.stop()

@@ -16,8 +16,8 @@ const get = (nsid: string, token: string) => xrpc(pds.url, `com.atproto.server.$
 /** the account's events after its creation, decoded */
 async function eventsOf(did: string) {
   const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).orderBy('seq').execute()
-  // creation wrote #identity, #account and the empty repository's #commit
-  return rows.map((r) => ({ type: r.type, ...(dagCbor.decode(r.payload) as object) })).slice(3)
+  // creation wrote #identity, #account, the empty repository's #commit and its #sync
+  return rows.map((r) => ({ type: r.type, ...(dagCbor.decode(r.payload) as object) })).slice(4)
 }
 
 describe('account lifecycle', () => {
@@ -56,7 +56,7 @@ describe('account lifecycle', () => {
     expect(data).not.toHaveProperty('expectedBlocks')
   })
 
-  it('deactivates and reactivates, with #account events; only the admitted methods pass meanwhile', async () => {
+  it('deactivates and reactivates, with #account events and a #sync of the repository; only the admitted methods pass meanwhile', async () => {
     const acct = await newAccount()
     const res = await post('deactivateAccount', acct.accessJwt, { deleteAfter: new Date(Date.now() + 86_400_000).toISOString() })
     expect(res.status).toBe(200)
@@ -74,9 +74,12 @@ describe('account lifecycle', () => {
     const activated = await post('activateAccount', session.body.accessJwt)
     expect([activated.status, activated.text]).toEqual([200, ''])
     expect((await get('getSession', acct.accessJwt)).status).toBe(200)
+    const latest = await xrpc(pds.url, 'com.atproto.sync.getLatestCommit', { params: { did: acct.did } })
     expect(await eventsOf(acct.did)).toEqual([
       { type: 'account', did: acct.did, active: false, status: 'deactivated' },
       { type: 'account', did: acct.did, active: true },
+      { type: 'identity', did: acct.did, handle: acct.handle },
+      { type: 'sync', did: acct.did, rev: latest.body.rev, blocks: expect.any(Uint8Array) },
     ])
   })
 

@@ -337,8 +337,9 @@ describe('account migration', () => {
       expect(o.slice(-2)).toEqual(['#account:false', '#identity'])
       const accountEv = originHose.frames.find((f) => f.t === '#account' && f.body.did === did && f.body.active === false)!
       expect(accountEv.body.status).toBe('deactivated')
-      await destHose.until((f) => types(f, did).length >= 4)
-      expect(types(destHose.frames, did)).toEqual(['#identity', '#account:false', '#commit', '#account:true'])
+      await destHose.until((f) => types(f, did).length >= 6)
+      // going live tells relays the imported repository: #sync of the commit getRepo serves
+      expect(types(destHose.frames, did)).toEqual(['#identity', '#account:false', '#commit', '#account:true', '#identity', '#sync'])
       const commit = destHose.frames.find((f) => f.t === '#commit' && f.body.repo === did)!
       expect(commit.body.ops).toHaveLength(RECORDS)
       expect(commit.body.ops.every((op: any) => op.action === 'create')).toBe(true)
@@ -774,8 +775,8 @@ describe('account migration', () => {
     expect((await verifyRepoCar(car.bytes, did, `did:key:${reservedKey}`)).creates).toHaveLength(250)
     const hose = await subscribe(dest.url, 0)
     try {
-      await hose.until((f) => types(f, did).length >= 4)
-      expect(types(hose.frames, did)).toEqual(['#identity', '#account:false', '#sync', '#account:true'])
+      await hose.until((f) => types(f, did).length >= 6)
+      expect(types(hose.frames, did)).toEqual(['#identity', '#account:false', '#sync', '#account:true', '#identity', '#sync'])
     } finally {
       hose.close()
     }

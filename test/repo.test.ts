@@ -354,8 +354,8 @@ describe('repositories', () => {
     const before = await agent.com.atproto.sync.getLatestCommit({ did })
     const r = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'ev', record: post('e') })
     const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).orderBy('seq').execute()
-    expect(rows.map((e) => e.type)).toEqual(['identity', 'account', 'commit', 'commit'])
-    const body = dagCbor.decode(rows[3].payload) as any
+    expect(rows.map((e) => e.type)).toEqual(['identity', 'account', 'commit', 'sync', 'commit'])
+    const body = dagCbor.decode(rows[4].payload) as any
     expect(body.repo).toBe(did)
     expect(body.rev).toBe(r.data.commit!.rev)
     expect(body.since).toBe(before.data.rev)

@@ -3,7 +3,8 @@
 // transition that lost a race does nothing and emits nothing.
 import type { Db } from '../db/index.js'
 import type { AccountStatus } from '../db/index.js'
-import { accountEvent, tombstoneEvent } from '../sequencer/index.js'
+import { syncCurrentCommit } from '../repo/sync.js'
+import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
 import type { Store } from './store.js'
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
@@ -24,11 +25,19 @@ export const deactivate = (db: Db, did: string) =>
     return changed
   })
 
-/** deactivated → active; an active account is left alone (no event) */
+/**
+ * deactivated → active with `#account`, `#identity` and a `#sync` of the current commit, so a
+ * relay learns the repository an account brought along; an active account is left alone
+ */
 export const activate = (db: Db, did: string) =>
   db.transaction().execute(async (trx) => {
     const changed = await transition(trx, did, ['deactivated'], 'active')
-    if (changed) await accountEvent(trx, did, 'active')
+    if (changed) {
+      await accountEvent(trx, did, 'active')
+      const row = await trx.selectFrom('account').select('handle').where('did', '=', did).executeTakeFirst()
+      await identityEvent(trx, did, row?.handle ?? undefined)
+      await syncCurrentCommit(trx, db.dialect, did)
+    }
     return changed
   })
 

@@ -9,7 +9,7 @@ import type { Readable } from 'node:stream'
 import { hash } from 'node:crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { XRPCError } from '@atproto/xrpc-server'
-import { BlockMap, verifyCommitSig, type Commit } from '@atproto/repo'
+import { BlockMap, MemoryBlockstore, MST, verifyCommitSig, type Commit } from '@atproto/repo'
 import { TID } from '@atproto/common'
 import type { Keypair } from '@atproto/crypto'
 import { parseCid } from '@atproto/lex-data'
@@ -92,19 +92,22 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
   let recordCount = 0
   for (const row of importRows(blocks, dataRoot)) if (row.leaf) recordCount++
 
-  // a new commit over the imported tree, signed with the account's own key, so the repository
-  // verifies against the DID document once it names this server
-  const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(commit.rev), prev: null }
-  const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
-  const commitCid = keyToCidString(cidKey(dagCborCid(hash('sha256', commitBytes, 'buffer'))))
-  const rev = unsigned.rev
-
   return db.transaction().execute(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
     let lock = trx.selectFrom('account').select('did').where('did', '=', did)
     if (db.dialect === 'postgres') lock = lock.forUpdate()
     await lock.executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()
+    // the repository replaced (empty: it had no records), if any; relays need its rev and tree
+    const before = await trx.selectFrom('repo_root').select('rev').where('did', '=', did).executeTakeFirst()
+
+    // a new commit over the imported tree, signed with the account's own key; its rev follows both
+    // the imported commit's and the replaced repository's, so revs only ever grow
+    const after = before && before.rev > commit.rev ? before.rev : commit.rev
+    const unsigned = { did, version: 3, data: commit.data, rev: TID.nextStr(after), prev: null }
+    const commitBytes = Buffer.from(dagCbor.encode({ ...unsigned, sig: await keypair.sign(dagCbor.encode(unsigned)) }))
+    const commitCid = keyToCidString(cidKey(dagCborCid(hash('sha256', commitBytes, 'buffer'))))
+    const rev = unsigned.rev
     // what an empty repository (a fresh account's) held is replaced
     await trx.deleteFrom('repo_block').where('did', '=', did).execute()
 
@@ -173,7 +176,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     await deps.hooks?.afterRecordsIndexed?.(did)
 
     const event = small
-      ? await appendCommitOrSync(trx, { did, rev, since: null, commit: parseCid(commitCid), blocks: eventBlocks, ops, prevData: null })
+      ? await appendCommitOrSync(trx, { did, rev, since: before?.rev ?? null, commit: parseCid(commitCid), blocks: eventBlocks, ops, prevData: before ? await emptyTreeCid() : null })
       : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
     return { commit: { cid: commitCid, rev }, records: recordCount, blocks: blockCount, event: event.type }
   })
@@ -220,6 +223,9 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
   }
   return blobRefs(value)
 }
+
+/** the data CID of a repository without records */
+const emptyTreeCid = async () => (await MST.create(new MemoryBlockstore())).getPointer()
 
 const repoNotEmpty = () => xrpcError('RepoNotEmpty', 'The account already has records; import only into an empty repository')
 

@@ -12,7 +12,7 @@ import { xrpcError } from '../errors.js'
 import { k256Keypair } from '../identity/k256.js'
 import { buildCommit, type RepoHead, type TreeOp } from './commit.js'
 import { cidStrings } from './mst-memo.js'
-import { appendCommitOrSync, type CommitOp } from './events.js'
+import { appendCommitOrSync, appendSyncEvent, type CommitOp } from './events.js'
 import type { PreparedWrite } from './prepare.js'
 import { SqlRepoStorage, type Store } from './storage.js'
 import { putTree, takeTree } from './tree-cache.js'
@@ -30,7 +30,10 @@ export async function signingKeyFor(db: Store, did: string): Promise<Keypair> {
   return k256Keypair(row.private_key_hex)
 }
 
-/** the empty signed repository of a fresh account, inside the account's creation transaction */
+/**
+ * the empty signed repository of a fresh account, inside the account's creation transaction: its
+ * `#commit`, then a `#sync` a relay can start the account from
+ */
 export async function createEmptyRepo(trx: Store, did: string, keypair: Keypair): Promise<CommitRef> {
   const storage = new SqlRepoStorage(trx, did)
   const commit = await Repo.formatInitCommit(storage, did, keypair)
@@ -46,6 +49,7 @@ export async function createEmptyRepo(trx: Store, did: string, keypair: Keypair)
     ops: [],
     prevData: null,
   })
+  await appendSyncEvent(trx, did, commit.rev, commit.cid, commit.newBlocks.get(commit.cid)!)
   return { cid: commit.cid.toString(), rev: commit.rev }
 }
 
@@ -121,7 +125,7 @@ export async function writeRecords(
   did: string,
   writes: PreparedWrite[],
   opts: { swapCommit?: string } = {},
-): Promise<{ commit: CommitRef | null; results: WriteResult[] }> {
+): Promise<{ commit: CommitRef | null; current: CommitRef; results: WriteResult[] }> {
   return db.transaction().execute(async (trx) => {
     const root = await lockRoot(trx, db.dialect, did)
     if (!root) throw xrpcError('InvalidRequest', `Could not find repo: ${did}`)
@@ -141,6 +145,8 @@ export async function writeRecords(
     const ops: TreeOp[] = []
     const commitOps: CommitOp[] = []
     const results: WriteResult[] = []
+    // updates to the content a record already has: answered, but no op (a relay rejects cid == prev)
+    const unchanged = new Set<WriteResult>()
     const seen = new Set<string>()
     for (const w of writes) {
       if (seen.has(w.uri)) throw xrpcError('InvalidRequest', `More than one write to ${w.uri}`)
@@ -166,12 +172,18 @@ export async function writeRecords(
         if (!w.upsert) throw xrpcError('InvalidRequest', `Could not find record: ${w.uri}`)
         action = 'create'
       }
+      if (action === 'update' && prev === w.cid.toString()) {
+        const r: WriteResult = { action, uri: w.uri, cid: prev, validationStatus: w.validationStatus }
+        unchanged.add(r)
+        results.push(r)
+        continue
+      }
       ops.push({ action, key: path, cid: w.cid, bytes: w.bytes })
       if (action === 'create') commitOps.push({ action: 'create', path, cid: w.cid })
       else commitOps.push({ action: 'update', path, cid: w.cid, prev: parseCid(prev!) })
       results.push({ action, uri: w.uri, cid: w.cid.toString(), validationStatus: w.validationStatus })
     }
-    if (ops.length === 0) return { commit: null, results }
+    if (ops.length === 0) return { commit: null, current: { cid: root.cid, rev: root.rev }, results }
 
     // a referenced blob must have been uploaded by this account; it is then permanent
     const blobCids = [...new Set(writes.flatMap((w) => (w.action === 'delete' ? [] : w.blobs)))]
@@ -187,7 +199,8 @@ export async function writeRecords(
     const { commit, data } = await buildCommit(head, ops, keypair)
 
     // the record index and blob references follow the ops
-    const recordDelta = await indexRecords(trx, db.dialect, did, writes, results, commit.rev)
+    const changed = results.filter((r) => !unchanged.has(r))
+    const recordDelta = await indexRecords(trx, db.dialect, did, writes, changed, commit.rev)
 
     // a record block another record still points at (identical content) must stay
     const removed = cidStrings(commit.removedCids)
@@ -214,6 +227,7 @@ export async function writeRecords(
     // under the lock still: the next write of this repository finds the tree if this commits
     storage.dropCache()
     putTree(db, did, { commit: commit.cid, rev: commit.rev, data, storage, built: built + commit.newBlocks.size })
-    return { commit: { cid: commit.cid.toString(), rev: commit.rev }, results }
+    const ref = { cid: commit.cid.toString(), rev: commit.rev }
+    return { commit: ref, current: ref, results }
   })
 }

@@ -40,11 +40,12 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
         throw xrpcError('InvalidRequest', 'Unknown write type')
       }
     }
-    const { commit, results } = await writeRecords(db, did, prepared, { swapCommit: body.swapCommit })
+    // a batch of updates that change nothing commits nothing; it answers with the current commit
+    const { commit, current, results } = await writeRecords(db, did, prepared, { swapCommit: body.swapCommit })
     return {
       encoding: 'application/json',
       body: {
-        ...(commit ? { commit } : {}),
+        ...(commit ? { commit } : results.length ? { commit: current } : {}),
         results: results.map((r) =>
           r.action === 'delete'
             ? { $type: 'com.atproto.repo.applyWrites#deleteResult' as const }

@@ -20,6 +20,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
       validate: body.validate,
       swapCid: body.swapRecord,
     })
-    const { commit } = await writeRecords(db, did, [write], { swapCommit: body.swapCommit })
-    return recordWriteOutput(write, commit!)
+    // identical content writes nothing: the answer names the commit the record already is in
+    const { commit, current } = await writeRecords(db, did, [write], { swapCommit: body.swapCommit })
+    return recordWriteOutput(write, commit ?? current)
   })
