@@ -94,17 +94,15 @@ async function fromWellKnown(outbound: OutboundGuard, handle: string): Promise<s
       bodyTimeout: TIMEOUT_MS,
     })
     if (res.statusCode !== 200) {
-      res.body.destroy()
+      await res.body.dump().catch(() => {})
       return undefined
     }
     const chunks: Buffer[] = []
     let size = 0
     for await (const chunk of res.body) {
       size += chunk.length
-      if (size > BODY_MAX) {
-        res.body.destroy()
-        return undefined
-      }
+      // leaving the loop closes the stream
+      if (size > BODY_MAX) return undefined
       chunks.push(chunk)
     }
     const did = Buffer.concat(chunks).toString('utf8').split('\n')[0].trim()
