@@ -179,6 +179,9 @@ describe('handles', () => {
     const viaDns = custom('elsewhere')
     txt[`_atproto.${viaDns}`] = ['did=did:plc:bbbbbbbbbbbbbbbbbbbbbbbb']
     expect(await resolved(origin, viaDns)).toBe('did:plc:bbbbbbbbbbbbbbbbbbbbbbbb')
+    // kept for a while: a changed record is not seen at once
+    txt[`_atproto.${viaDns}`] = ['did=did:plc:eeeeeeeeeeeeeeeeeeeeeeee']
+    expect(await resolved(origin, viaDns)).toBe('did:plc:bbbbbbbbbbbbbbbbbbbbbbbb')
     const viaHttps = custom('website')
     wellKnown[viaHttps] = 'did:web:website.example.com'
     expect(await resolved(origin, viaHttps)).toBe('did:web:website.example.com')
