@@ -58,12 +58,17 @@ const vars = {
   PDS_JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   PDS_OAUTH_SIGNING_KEY: hex64.optional(),
   PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: hex64.optional(),
-  PDS_DID_PLC_URL: url.optional(),
+  PDS_DID_PLC_URL: z.union([z.literal('local'), url]).optional(),
   PDS_SERVICE_HANDLE_DOMAINS: z
     .string()
     .default('.test')
     .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
     .pipe(z.array(z.string().regex(/^\.[a-z0-9.-]+[a-z0-9]$/, 'each domain must start with a dot')).min(1)),
+  PDS_RESERVED_HANDLES: z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^[a-z0-9-]{1,63}$/, 'each name must be a single handle label')))
+    .default([]),
   PDS_INVITE_REQUIRED: bool.default(false),
   // HTTP Basic has no second factor: a short password falls to guessing from many addresses
   PDS_ADMIN_PASSWORD: z.string().min(16, 'must be at least 16 characters (or unset to turn the admin API off)').optional(),
@@ -124,8 +129,11 @@ export type Config = {
   blobDir: string
   db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema: string }
   secrets: Secrets
+  /** the PLC directory; unset = the local operation log (development) */
   plcUrl?: string
   handleDomains: string[]
+  /** first labels nobody may take on the service domains, besides the built-in ones */
+  reservedHandles: string[]
   inviteRequired: boolean
   adminPassword?: string
   email:
@@ -217,13 +225,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${missing}: PDS_BSKY_APP_VIEW_URL and PDS_BSKY_APP_VIEW_DID go together`)
   }
 
+  const devMode = v.PDS_DEV_MODE ?? /(^|\.)localhost$/i.test(v.PDS_HOSTNAME)
+  // outside development mode the server joins the public network unless told otherwise
+  const plcUrl = v.PDS_DID_PLC_URL === 'local' ? undefined : (v.PDS_DID_PLC_URL ?? (devMode ? undefined : 'https://plc.directory'))
+  if (v.PDS_DID_PLC_URL === 'local' && !devMode) {
+    warnings.push('PDS_DID_PLC_URL is local: DIDs live in this server\'s own log, which nobody else on the network can resolve')
+  }
+  // an empty PDS_CRAWLERS (set, but to nothing) turns crawl requests off
+  const crawlers = env.PDS_CRAWLERS === undefined && !devMode ? ['https://bsky.network'] : v.PDS_CRAWLERS
+
   const secrets = v.PDS_DB_POSTGRES_URL ? secretsFromEnv(v) : secretsWithFile(v, dataDir, warnings)
 
   return {
     port: v.PDS_PORT,
     bind: v.PDS_BIND,
     hostname: v.PDS_HOSTNAME,
-    devMode: v.PDS_DEV_MODE ?? /(^|\.)localhost$/i.test(v.PDS_HOSTNAME),
+    devMode,
     dnsNameservers: v.PDS_DNS_NAMESERVERS,
     serviceDid: `did:web:${v.PDS_HOSTNAME}`,
     publicUrl,
@@ -233,8 +250,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? { kind: 'postgres', url: v.PDS_DB_POSTGRES_URL, schema: v.PDS_DB_POSTGRES_SCHEMA }
       : { kind: 'sqlite', file: join(dataDir, 'pds.sqlite') },
     secrets,
-    plcUrl: v.PDS_DID_PLC_URL?.replace(/\/+$/, ''),
+    plcUrl: plcUrl?.replace(/\/+$/, ''),
     handleDomains: v.PDS_SERVICE_HANDLE_DOMAINS,
+    reservedHandles: v.PDS_RESERVED_HANDLES,
     inviteRequired: v.PDS_INVITE_REQUIRED,
     adminPassword: v.PDS_ADMIN_PASSWORD,
     email:
@@ -256,7 +274,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitBypassKey: v.PDS_RATE_LIMIT_BYPASS_KEY,
     rateLimitBypassIps: v.PDS_RATE_LIMIT_BYPASS_IPS,
     trustProxy: v.PDS_TRUST_PROXY,
-    crawlers: v.PDS_CRAWLERS,
+    crawlers,
     appView: v.PDS_BSKY_APP_VIEW_URL
       ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! }
       : undefined,

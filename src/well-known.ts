@@ -6,13 +6,16 @@ import type { Services } from './context.js'
 export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>, version: string): Router {
   const r = Router()
 
+  // `plc` tells a migration tool whether other servers can follow this server's DIDs: `directory`
+  // (published to a PLC directory) or `local` (this server's own log, development only)
+  const plc = config.plcUrl ? 'directory' : 'local'
   // a load balancer takes the process out of rotation when its database is gone
   r.get('/xrpc/_health', async (_req, res) => {
     try {
       await sql`select 1`.execute(db)
-      res.json({ version })
+      res.json({ version, plc })
     } catch {
-      res.status(503).json({ version, error: 'ServiceUnavailable', message: 'Database unavailable' })
+      res.status(503).json({ version, plc, error: 'ServiceUnavailable', message: 'Database unavailable' })
     }
   })
 

@@ -43,6 +43,7 @@ describe('configuration', () => {
     ['PDS_DNS_NAMESERVERS', '1.1.1.1:99999'],
     ['PDS_TRUST_PROXY', 'loopback, everyone'],
     ['PDS_ADMIN_PASSWORD', 'fifteen-chars!!'],
+    ['PDS_RESERVED_HANDLES', 'ok,two.labels'],
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${JSON.stringify(value)} with a message naming it`, () => {
@@ -59,6 +60,36 @@ describe('configuration', () => {
     expect(mode({ PDS_HOSTNAME: 'localhost.example.com' })).toBe(false)
     expect(mode({ PDS_DEV_MODE: 'false' })).toBe(false)
     expect(mode({ PDS_HOSTNAME: 'pds.example.com', PDS_DEV_MODE: 'true' })).toBe(true)
+  })
+
+  it('joins the public network outside development mode: plc.directory and bsky.network unless told otherwise', () => {
+    const prod = (env: Record<string, string> = {}) => loadConfig({ ...base(), PDS_HOSTNAME: 'pds.example.com', ...env })
+    expect(prod()).toMatchObject({ plcUrl: 'https://plc.directory', crawlers: ['https://bsky.network'] })
+    expect(prod().warnings.some((w) => w.startsWith('PDS_DID_PLC_URL'))).toBe(false)
+    expect(prod({ PDS_DID_PLC_URL: 'https://plc.example.org/', PDS_CRAWLERS: 'https://relay.example.org' })).toMatchObject({
+      plcUrl: 'https://plc.example.org',
+      crawlers: ['https://relay.example.org'],
+    })
+    // set but empty: no crawl requests at all
+    expect(prod({ PDS_CRAWLERS: '' }).crawlers).toEqual([])
+    // `local` keeps DIDs in this server's own log, with a warning at start
+    const local = prod({ PDS_DID_PLC_URL: 'local' })
+    expect(local.plcUrl).toBeUndefined()
+    expect(local.warnings.some((w) => w.startsWith('PDS_DID_PLC_URL is local'))).toBe(true)
+  })
+
+  it('keeps development servers off the public network unless told otherwise', () => {
+    const dev = (env: Record<string, string> = {}) => loadConfig({ ...base(), ...env })
+    expect(dev()).toMatchObject({ plcUrl: undefined, crawlers: [] })
+    expect(dev().warnings.some((w) => w.startsWith('PDS_DID_PLC_URL'))).toBe(false)
+    expect(dev({ PDS_DID_PLC_URL: 'local' }).warnings.some((w) => w.startsWith('PDS_DID_PLC_URL'))).toBe(false)
+    expect(dev({ PDS_DID_PLC_URL: 'http://127.0.0.1:2582' }).plcUrl).toBe('http://127.0.0.1:2582')
+    expect(dev({ PDS_HOSTNAME: 'pds.example.com', PDS_DEV_MODE: 'true' })).toMatchObject({ plcUrl: undefined, crawlers: [] })
+  })
+
+  it('reads PDS_RESERVED_HANDLES as a lower-case list of labels', () => {
+    expect(loadConfig({ ...base(), PDS_RESERVED_HANDLES: ' Ops, billing ,' }).reservedHandles).toEqual(['ops', 'billing'])
+    expect(loadConfig(base()).reservedHandles).toEqual([])
   })
 
   it('reads PDS_DNS_NAMESERVERS as a list of ip[:port]', () => {

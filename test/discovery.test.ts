@@ -25,10 +25,11 @@ describe('discovery endpoints', () => {
   })
   afterAll(() => pds?.stop())
 
-  it('answers _health with the version', async () => {
+  it('answers _health with the version and where its DIDs live', async () => {
     const res = await fetch(`${pds.url}/xrpc/_health`)
     expect(res.status).toBe(200)
-    expect(await res.json()).toEqual({ version: '0.1.0' })
+    // a development server without PDS_DID_PLC_URL keeps its DIDs in its own log
+    expect(await res.json()).toEqual({ version: '0.1.0', plc: 'local' })
   })
 
   it('serves the service DID document', async () => {

@@ -197,7 +197,8 @@ describe('hosting a DID that moves in', () => {
     await sink.waitFor(before + 1)
     const token = sink.tokenFor(user.email)
     const sign = (handle: string) => outcome(user.agent.com.atproto.identity.signPlcOperation({ token, alsoKnownAs: [`at://${handle}`] }))
-    expect(await sign('renamed.elsewhere.example')).toEqual(refused(400, 'UnsupportedDomain'))
+    // a handle off the service domains must be proven, and a reserved TLD never can be
+    expect(await sign('renamed.elsewhere.example')).toEqual(refused(400, 'InvalidHandle', /TLD/))
     expect(await sign('admin.test')).toEqual(refused(400, 'HandleNotAvailable'))
     expect(await sign('ab.test')).toEqual(refused(400, 'InvalidHandle'))
     expect(await sign(taken.handle)).toEqual(refused(400, 'HandleNotAvailable'))

@@ -70,6 +70,9 @@ export async function testEnv(port: number, dataDir: string, extra: Record<strin
   return { ...env, ...extra }
 }
 
+/** for a server outside development mode: no public PLC directory, no relay */
+export const OFF_NETWORK = { PDS_DID_PLC_URL: 'local', PDS_CRAWLERS: '' }
+
 export async function startTestPds(
   extra: Record<string, string> = {},
   opts: StartOptions & { dataDir?: string } = {},
@@ -80,7 +83,12 @@ export async function startTestPds(
 }
 
 async function launch(env: Record<string, string>, dataDir: string, opts: StartOptions): Promise<TestPds> {
-  const pds = await startPds(loadConfig(env), { validateResponses: true, ...opts })
+  const config = loadConfig(env)
+  // outside development mode the defaults are plc.directory and bsky.network: a test never calls them
+  if (!config.devMode && (env.PDS_DID_PLC_URL === undefined || env.PDS_CRAWLERS === undefined)) {
+    throw new Error('a test server outside development mode needs PDS_DID_PLC_URL and PDS_CRAWLERS set (see OFF_NETWORK)')
+  }
+  const pds = await startPds(config, { validateResponses: true, ...opts })
   return Object.assign(pds, {
     env,
     dataDir,

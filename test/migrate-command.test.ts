@@ -181,6 +181,29 @@ describe('pds migrate', () => {
     expect(login.body.didDoc.service[0].serviceEndpoint).toBe(dest.env.PDS_PUBLIC_URL)
   })
 
+  it('refuses before anything is signed when either server keeps its DIDs in a local log', async () => {
+    const { did } = await seed('lonely.test', 'lonely@example.com', 1, 0)
+    const local = await startTestPds({ PDS_HOSTNAME: 'pds3.localhost', ...sinkEnv(sink) })
+    try {
+      const mails = sink.received.length
+      for (const [from, to] of [[origin.url, local.url], [local.url, dest.url]]) {
+        const lines: string[] = []
+        await expect(
+          runMigration({ from, to, handle: 'lonely.test', password: PASSWORD, plcUrl }, { log: (l) => lines.push(l), askToken: async () => 'never' }),
+        ).rejects.toThrow(`${local.url} keeps DIDs in its own local log`)
+        expect(lines).toEqual([])
+      }
+      // no account was made on the local-log server, no token mailed, the origin account unchanged
+      const there = await xrpc(local.url, 'com.atproto.sync.getRepoStatus', { params: { did } })
+      expect(there.body.error).toBe('RepoNotFound')
+      expect(sink.received.length).toBe(mails)
+      const status = await xrpc(origin.url, 'com.atproto.sync.getRepoStatus', { params: { did } })
+      expect(status.body).toMatchObject({ did, active: true })
+    } finally {
+      await local.stop()
+    }
+  })
+
   it('standard destination: service-auth createAccount and submitPlcOperation refuse what does not fit', async () => {
     const { did } = await seed('checker.test', 'checker@example.com', 1, 0)
     const login = await xrpc(origin.url, 'com.atproto.server.createSession', { body: { identifier: 'checker.test', password: PASSWORD } })

@@ -12,7 +12,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, OFF_NETWORK, startTestPds, xrpc, type TestPds } from './harness.js'
 import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { subscribe, type Frame } from './firehose-client.js'
@@ -693,7 +693,7 @@ describe('account migration', () => {
   })
 
   it('requires https unless the server itself runs on localhost', async () => {
-    const remote = await startTestPds({ PDS_HOSTNAME: 'pds.example.com', PDS_PUBLIC_URL: 'https://pds.example.com' })
+    const remote = await startTestPds({ PDS_HOSTNAME: 'pds.example.com', PDS_PUBLIC_URL: 'https://pds.example.com', ...OFF_NETWORK })
     try {
       const acct = await call(remote, 'com.atproto.server.createAccount', undefined, {
         body: { handle: 'remote.test', email: 'remote@example.com', password: PASSWORD },

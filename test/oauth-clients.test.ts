@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { isPublicAddress } from '../src/net/guard.js'
-import { describe, startTestPds, type TestPds } from './harness.js'
+import { describe, OFF_NETWORK, startTestPds, type TestPds } from './harness.js'
 import { dpopKey, openPage, par, post, pkce, REDIRECT } from './oauth-helpers.js'
 
 let pds: TestPds
@@ -84,7 +84,7 @@ describe('discoverable OAuth clients', () => {
   })
 
   it('refuses http client metadata when the server does not run on localhost', async () => {
-    const remote = await startTestPds({ PDS_HOSTNAME: 'pds.example', PDS_PUBLIC_URL: 'https://pds.example' })
+    const remote = await startTestPds({ PDS_HOSTNAME: 'pds.example', PDS_PUBLIC_URL: 'https://pds.example', ...OFF_NETWORK })
     try {
       const p = pkce()
       const res = await post(`${remote.url}/oauth/par`, {

@@ -66,7 +66,7 @@ describe('outbound guard', () => {
     dns = await startNameserver({ 'evil.example': '127.0.0.1', 'meta.evil.example': '127.0.0.1' })
     // the operator's PLC directory and email API are on loopback too: configured, so trusted
     const env = { PDS_DID_PLC_URL: plcUrl, PDS_DNS_NAMESERVERS: dns.address, ...sinkEnv(sink) }
-    prod = await startTestPds({ ...env, PDS_DEV_MODE: 'false' })
+    prod = await startTestPds({ ...env, PDS_DEV_MODE: 'false', PDS_CRAWLERS: '' })
     dev = await startTestPds(env)
   })
   afterAll(async () => {

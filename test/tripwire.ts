@@ -37,8 +37,11 @@ export async function startTripwire(handler: RequestListener = (_req, res) => re
 
 export type Nameserver = { address: string; close(): Promise<void> }
 
-/** answers A queries for the names given; every other question gets an empty answer */
-export async function startNameserver(records: Record<string, string>): Promise<Nameserver> {
+/**
+ * answers A queries for the names in `records` and TXT queries for those in `txt` (both read on
+ * every query, so a test may change them); every other question gets an empty answer
+ */
+export async function startNameserver(records: Record<string, string>, txt: Record<string, string[]> = {}): Promise<Nameserver> {
   const { Packet } = dns2
   const server = dns2.createServer({
     udp: true,
@@ -48,6 +51,11 @@ export async function startNameserver(records: Record<string, string>): Promise<
         const address = records[String(q.name).toLowerCase()]
         if (address && q.type === Packet.TYPE.A) {
           response.answers.push({ name: q.name, type: Packet.TYPE.A, class: Packet.CLASS.IN, ttl: 1, address })
+        }
+        if (q.type === Packet.TYPE.TXT) {
+          for (const data of txt[String(q.name).toLowerCase()] ?? []) {
+            response.answers.push({ name: q.name, type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 1, data })
+          }
         }
       }
       send(response)

@@ -9,7 +9,7 @@ import { appendOp, didForGenesis, renderDidDoc, signOp, type UnsignedPlcOp } fro
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
-import { checkEmail, checkServiceHandle } from './handles.js'
+import { checkEmail, validateHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { useInviteCode } from './invites.js'
 import { createEmptyRepo } from '../repo/writer.js'
@@ -97,9 +97,13 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
  * the input checks every new account passes, fresh or moving in: handle, email, password, invite
  * presence, and a read of handle and email availability (the unique indexes settle races)
  */
-export async function checkNewAccount(deps: Pick<Services, 'config' | 'db'>, input: { handle: string; email?: string; password?: string; inviteCode?: string }) {
+export async function checkNewAccount(
+  deps: Pick<Services, 'config' | 'db'> & Partial<Pick<Services, 'outbound'>>,
+  input: { handle: string; email?: string; password?: string; inviteCode?: string },
+  did?: string,
+) {
   const { config, db } = deps
-  const handle = checkServiceHandle(input.handle, config.handleDomains)
+  const handle = await validateHandle(deps, input.handle, did)
   if (!input.email) throw xrpcError('InvalidRequest', 'Email is required')
   const email = checkEmail(input.email)
   if (!input.password) throw xrpcError('InvalidPassword', 'Password is required')
@@ -112,6 +116,7 @@ export async function checkNewAccount(deps: Pick<Services, 'config' | 'db'>, inp
     .selectFrom('account')
     .select(['handle', 'email'])
     .where((eb) => eb.or([eb('handle', '=', handle), eb('email', '=', email)]))
+    .where('status', '!=', 'deleted')
     .execute()
   if (taken.some((r) => r.handle === handle)) throw xrpcError('HandleNotAvailable', 'Handle already taken')
   if (taken.some((r) => r.email === email)) throw xrpcError('EmailNotAvailable', 'Email already taken')

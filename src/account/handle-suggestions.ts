@@ -13,6 +13,7 @@ export async function suggestHandles(
   domains: string[],
   wanted: { label: string; domain: string },
   hints: { email?: string; birthDate?: string },
+  reserved: string[] = [],
 ): Promise<Suggestion[]> {
   const base = wanted.label.replace(/-+$/, '')
   const withSuffix = (suffix: string) => `${base.slice(0, MAX_LABEL - suffix.length)}${suffix}`
@@ -25,7 +26,7 @@ export async function suggestHandles(
 
   const candidates: Suggestion[] = []
   for (const { handle: label, method } of labels) {
-    const handle = usable(`${label}${wanted.domain}`, domains)
+    const handle = usable(`${label}${wanted.domain}`, domains, reserved)
     if (handle && !candidates.some((c) => c.handle === handle)) candidates.push({ handle, method })
   }
   const taken = await takenHandles(db, candidates.map((c) => c.handle))
@@ -33,9 +34,9 @@ export async function suggestHandles(
 }
 
 /** the normalized handle when anyone could register it here, else undefined */
-function usable(handle: string, domains: string[]): string | undefined {
+function usable(handle: string, domains: string[], reserved: string[]): string | undefined {
   try {
-    const parsed = parseServiceHandle(handle, domains)
+    const parsed = parseServiceHandle(handle, domains, reserved)
     return parsed.reserved ? undefined : parsed.handle
   } catch {
     return undefined

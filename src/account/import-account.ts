@@ -43,7 +43,7 @@ export type MigratingAccountInput = {
   inviteCode?: string
 }
 
-type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys'>
+type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound'>
 
 export async function createMigratingAccount(deps: Deps, input: MigratingAccountInput) {
   const { config, db } = deps
@@ -63,7 +63,7 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
   // the operation must prove the caller controls the DID (its signature alone proves nothing)
   const proof = await provePlcOp(deps, did, op)
 
-  const { handle, email, inviteCode } = await checkNewAccount(deps, input)
+  const { handle, email, inviteCode } = await checkNewAccount(deps, input, did)
   const passwordHash = await hashPassword(input.password!)
   const tokens = await mintPair(deps.tokenKeys, did)
   try {
@@ -111,7 +111,7 @@ export async function createServiceAuthAccount(
   if (await db.selectFrom('account').select('did').where('did', '=', did).executeTakeFirst()) {
     throw xrpcError('AccountAlreadyExists', 'An account with this DID already exists')
   }
-  const { handle, email, inviteCode } = await checkNewAccount(deps, input)
+  const { handle, email, inviteCode } = await checkNewAccount(deps, input, did)
   const reserved = await db.selectFrom('reserved_signing_key').selectAll().where('did', '=', did).executeTakeFirst()
   let key = reserved && { private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase }
   if (!key) {

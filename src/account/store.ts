@@ -43,7 +43,8 @@ export function findAccount(db: Store, identifier: string): Promise<AccountRow |
   const q = db.selectFrom('account').selectAll()
   if (id.startsWith('did:')) return q.where('did', '=', id).executeTakeFirst()
   if (id.includes('@')) return q.where('email', '=', id.toLowerCase()).executeTakeFirst()
-  return q.where('handle', '=', id.toLowerCase()).executeTakeFirst()
+  // a deleted account's handle may belong to a newer account now
+  return q.where('handle', '=', id.toLowerCase()).where('status', '!=', 'deleted').executeTakeFirst()
 }
 
 const insertRefreshRecord = prepared(

@@ -15,6 +15,7 @@ import * as m004 from './migrations/004-oauth.js'
 import * as m005 from './migrations/005-preferences.js'
 import * as m006 from './migrations/006-migration.js'
 import * as m007 from './migrations/007-credential-generation.js'
+import * as m008 from './migrations/008-handle-reuse.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<Schema> & {
@@ -37,6 +38,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '005-preferences': m005,
   '006-migration': m006,
   '007-credential-generation': m007,
+  '008-handle-reuse': m008,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

@@ -10,7 +10,7 @@ import { resolveHandleDid } from './handle-resolver.js'
 
 const HANDLE_INVALID = 'handle.invalid'
 
-type Deps = Pick<Services, 'db' | 'config' | 'didResolver'>
+type Deps = Pick<Services, 'db' | 'config' | 'didResolver' | 'outbound'>
 type Opts = { fresh?: boolean }
 type Doc = { [k: string]: unknown }
 
@@ -18,11 +18,11 @@ export async function resolveIdentity(deps: Deps, identifier: string, opts: Opts
   if (identifier.startsWith('did:')) {
     const didDoc = await didDocument(deps, identifier, opts)
     const claimed = claimedHandle(didDoc)
-    const verified = claimed !== undefined && (await resolveHandleDid(deps.db, claimed, opts)) === identifier
+    const verified = claimed !== undefined && (await resolveHandleDid(deps, claimed, opts)) === identifier
     return { did: identifier, handle: verified ? claimed : HANDLE_INVALID, didDoc }
   }
   const handle = normalizeHandle(identifier)
-  const did = await resolveHandleDid(deps.db, handle, opts)
+  const did = await resolveHandleDid(deps, handle, opts)
   if (!did) throw xrpcError('HandleNotFound', `Unable to resolve handle: ${handle}`)
   const didDoc = await didDocument(deps, did, opts)
   return { did, handle: claimedHandle(didDoc) === handle ? handle : HANDLE_INVALID, didDoc }

@@ -79,6 +79,17 @@ class Xrpc {
   }
 }
 
+/** `local` when the server says its DIDs live in its own log; undefined when it does not say */
+async function plcMode(x: Xrpc): Promise<string | undefined> {
+  try {
+    const res = await fetch(`${x.url}/xrpc/_health`, { signal: AbortSignal.timeout(10_000) })
+    const body = (await res.json()) as { plc?: unknown }
+    return typeof body?.plc === 'string' ? body.plc : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const kb = (n: number) => (n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 / 1024).toFixed(1)} MB`)
 function bar(done: number, total: number) {
   const width = 20
@@ -92,6 +103,15 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   const step = (n: number, text: string) => io.log(`[${n}/8] ${text}`)
   const checkAbort = () => {
     if (io.signal?.aborted) throw new MigrateError('interrupted; run the same command again to continue')
+  }
+
+  // before anything is signed: a DID kept in one server's own log cannot be followed by the other
+  for (const side of [origin, dest]) {
+    if ((await plcMode(side)) === 'local') {
+      throw new MigrateError(
+        `${side.url} keeps DIDs in its own local log, not a PLC directory, so the other server cannot verify the move; give both servers PDS_DID_PLC_URL`,
+      )
+    }
   }
 
   step(1, `logging in on ${origin.url} as ${opts.handle}`)

@@ -12,7 +12,8 @@ import { xrpcError } from '../errors.js'
 import { lastFromDirectory, publishOp } from '../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
 import { identityEvent } from '../sequencer/index.js'
-import { checkHandleFor } from '../account/handles.js'
+import { checkHandleFree, validateHandle } from '../account/handles.js'
+import { normalizeHandle, onServiceDomain, resolveExternalHandle } from '../identity/handle-resolver.js'
 import { isValidHandle } from '@atproto/syntax'
 
 export type OpFields = {
@@ -22,13 +23,16 @@ export type OpFields = {
   services?: unknown
 }
 
-type Deps = Pick<Services, 'db' | 'config' | 'rotationKey' | 'logger'>
+type Deps = Pick<Services, 'db' | 'config' | 'rotationKey' | 'logger' | 'outbound'>
 
 export async function signPlcOperation(deps: Deps, account: AccountRow, input: OpFields & { token?: string }): Promise<SignedPlcOp> {
   const { db, config, rotationKey, logger } = deps
   if (!input.token) throw xrpcError('InvalidRequest', 'token is required')
   const fields = checkFields(input)
   const did = account.did
+  const wanted = requestedHandle(fields, account)
+  // looked up before the transaction, so no lock waits on the network
+  const resolved = wanted && !onServiceDomain(wanted, config.handleDomains) ? await resolveExternalHandle(deps.outbound, wanted, { fresh: true }) : undefined
   try {
     return await db.transaction().execute(async (trx) => {
       if (!(await consumeEmailToken(trx, did, 'plc-operation-signature', input.token!))) {
@@ -44,18 +48,19 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
         type: 'plc_operation',
         rotationKeys: fields.rotationKeys ?? prevOp.rotationKeys,
         verificationMethods: fields.verificationMethods ?? prevOp.verificationMethods,
-        alsoKnownAs: fields.alsoKnownAs ?? prevOp.alsoKnownAs,
+        // a handle given here is signed in lower case, the form it is compared in everywhere
+        alsoKnownAs: fields.alsoKnownAs?.map((a, i) => (i === 0 && a.startsWith('at://') ? a.toLowerCase() : a)) ?? prevOp.alsoKnownAs,
         services: fields.services ?? prevOp.services,
         prev: await opCid(latest.op),
       }
       const handOff = isStandardHandOff(account, unsigned, config.publicUrl)
       let handle: string | undefined
       if (!handOff && fields.alsoKnownAs && JSON.stringify(fields.alsoKnownAs) !== JSON.stringify(prevOp.alsoKnownAs)) {
-        const first = fields.alsoKnownAs[0]
-        if (first?.startsWith('at://') && first.slice('at://'.length).toLowerCase() !== account.handle) {
+        if (wanted) {
           // the handle follows the operation here, so it obeys updateHandle's rules (a refusal
           // rolls back, the token included)
-          handle = await checkHandleFor(trx, did, first.slice('at://'.length), config.handleDomains)
+          handle = await validateHandle({ config, outbound: deps.outbound }, wanted, did, resolved)
+          await checkHandleFree(trx, did, handle)
         }
       }
       if (!unsigned.rotationKeys.includes(rotationKey.did())) {
@@ -81,6 +86,14 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
     if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
     throw err
   }
+}
+
+/** the handle the operation's first `at://` entry names, when it differs from the account's */
+function requestedHandle(fields: ReturnType<typeof checkFields>, account: AccountRow): string | undefined {
+  const first = fields.alsoKnownAs?.[0]
+  if (!first?.startsWith('at://')) return undefined
+  const handle = normalizeHandle(first.slice('at://'.length))
+  return handle !== account.handle ? handle : undefined
 }
 
 /**
@@ -146,7 +159,7 @@ const isPlainObject = (v: unknown): v is Record<string, any> => !!v && typeof v 
  * log, announced with `#identity` and published to the PLC directory (which checks its signature
  * against the DID's log), all in one transaction, so a refusal leaves nothing behind.
  */
-export async function submitPlcOperation(deps: Deps, account: AccountRow, raw: unknown): Promise<void> {
+export async function submitPlcOperation(deps: Omit<Deps, 'outbound'>, account: AccountRow, raw: unknown): Promise<void> {
   const { db, config, rotationKey } = deps
   if (!config.plcUrl) {
     throw xrpcError('InvalidRequest', 'This server has no PLC directory (PDS_DID_PLC_URL) to submit the operation to')

@@ -24,6 +24,7 @@ type RequestOptions = Omit<NonNullable<Parameters<typeof Undici.request>[1]>, 'd
 export class OutboundGuard {
   private agent: Promise<Undici.Agent> | undefined
   private resolver: Resolver | undefined
+  private txtResolver: Resolver | undefined
 
   constructor(private opts: { devMode: boolean; nameservers: string[] }) {
     if (opts.nameservers.length) {
@@ -51,6 +52,12 @@ export class OutboundGuard {
     if (isIP(literal) && !this.allowed(literal)) throw new OutboundRefused()
     const { request } = await undici()
     return request(u, { ...options, dispatcher: await this.dispatcher() } as Parameters<typeof request>[1]) as Promise<Undici.Dispatcher.ResponseData>
+  }
+
+  /** TXT records of `name`, from PDS_DNS_NAMESERVERS when set; each record's strings joined */
+  async resolveTxt(name: string): Promise<string[]> {
+    this.txtResolver ??= this.resolver ?? new Resolver({ timeout: 3000, tries: 2 })
+    return (await this.txtResolver.resolveTxt(name)).map((chunks) => chunks.join(''))
   }
 
   async close() {

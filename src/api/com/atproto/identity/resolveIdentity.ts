@@ -4,7 +4,7 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { resolveIdentity } from '../../../../identity/identity.js'
 
-export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'didResolver'>) =>
+export default (api: Server, deps: Pick<Services, 'db' | 'config' | 'didResolver' | 'outbound'>) =>
   api.com.atproto.identity.resolveIdentity(async ({ params }) => ({
     encoding: 'application/json',
     body: await resolveIdentity(deps, params.identifier),

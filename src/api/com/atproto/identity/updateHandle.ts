@@ -1,20 +1,22 @@
-// com.atproto.identity.updateHandle: a handle on one of this server's domains, unique; a new PLC
+// com.atproto.identity.updateHandle: a handle on one of this server's domains, or any domain whose
+// DNS record or well-known file names the account's DID, held by no other live account; a new PLC
 // operation with the new alsoKnownAs (published to the directory in PDS_DID_PLC_URL mode) and an
 // #identity event, all in one transaction.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
-import { checkHandleFor } from '../../../../account/handles.js'
+import { checkHandleFree, validateHandle } from '../../../../account/handles.js'
 import { isUniqueViolation } from '../../../../db/index.js'
 import { xrpcError } from '../../../../errors.js'
 import { publishOp } from '../../../../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp } from '../../../../identity/plc.js'
 import { identityEvent } from '../../../../sequencer/index.js'
 
-export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
+export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
   api.com.atproto.identity.updateHandle<AccessAuth>(async ({ auth, input }) => {
     const { did } = auth.credentials
-    const handle = await checkHandleFor(db, did, input.body.handle, config.handleDomains)
+    const handle = await validateHandle({ config, outbound }, input.body.handle, did)
+    await checkHandleFree(db, did, handle)
     try {
       await db.transaction().execute(async (trx) => {
         await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()

@@ -10,13 +10,13 @@ import { xrpcError } from '../../../../errors.js'
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
   api.com.atproto.temp.checkHandleAvailability(async ({ params }) => {
     if (params.email !== undefined) validEmail(params.email)
-    const wanted = parseServiceHandle(params.handle, config.handleDomains)
+    const wanted = parseServiceHandle(params.handle, config.handleDomains, config.reservedHandles)
     const free = !wanted.reserved && !(await takenHandles(db, [wanted.handle])).has(wanted.handle)
     const result = free
       ? { $type: 'com.atproto.temp.checkHandleAvailability#resultAvailable' as const }
       : {
           $type: 'com.atproto.temp.checkHandleAvailability#resultUnavailable' as const,
-          suggestions: await suggestHandles(db, config.handleDomains, wanted, params),
+          suggestions: await suggestHandles(db, config.handleDomains, wanted, params, config.reservedHandles),
         }
     return { encoding: 'application/json', body: { handle: params.handle, result } }
   })
