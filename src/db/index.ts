@@ -14,6 +14,7 @@ import * as m003 from './migrations/003-repos.js'
 import * as m004 from './migrations/004-oauth.js'
 import * as m005 from './migrations/005-preferences.js'
 import * as m006 from './migrations/006-migration.js'
+import * as m007 from './migrations/007-moderation.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<Schema> & {
@@ -35,6 +36,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '004-oauth': m004,
   '005-preferences': m005,
   '006-migration': m006,
+  '007-moderation': m007,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

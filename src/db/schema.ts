@@ -153,6 +153,8 @@ export interface RecordTable {
   cid: string
   rev: string
   indexed_at: string
+  /** the moderation reference while taken down (migration 007); null otherwise */
+  takedown_ref?: Generated<string | null>
 }
 
 export interface RecordBlobTable {
@@ -168,6 +170,8 @@ export interface BlobTable {
   size: number
   referenced: number
   created_at: string
+  /** the moderation reference while taken down (migration 007); null otherwise */
+  takedown_ref?: Generated<string | null>
 }
 
 /** part 2 §2.8: keyed by DID, no link to an account; consumed by createAccount */
