@@ -36,7 +36,7 @@ describe('store migrations', () => {
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
     // each applied once, in order
-    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth', '005-preferences', '006-migration', '007-credential-generation', '008-handle-reuse'])
+    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth', '005-preferences', '006-migration', '007-credential-generation', '008-handle-reuse', '009-moderation'])
     await again.destroy()
   })
 

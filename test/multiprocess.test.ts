@@ -281,6 +281,25 @@ d('several processes on one PostgreSQL and Redis', () => {
     expect(truth.frames.map((f) => f.body.seq).filter((s) => s <= last)).toEqual(seqs)
   })
 
+  it('hides at B a record B has cached once A takes it down, and shows it again after the reversal', async () => {
+    const acct = await account(a)
+    const w = await create(a, acct, 'moderated', { text: 'moderated' })
+    expect(w.status).toBe(200)
+    const readAtB = async () => {
+      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'com.example.mp', rkey: 'moderated' } })
+      const list = await xrpc(b.url, 'com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'com.example.mp' } })
+      return [one.status === 200 ? one.body.value.text : one.body.error, list.body.records.map((r: any) => r.value.text)]
+    }
+    expect(await readAtB()).toEqual(['moderated', ['moderated']])
+    const subject = { $type: 'com.atproto.repo.strongRef', uri: w.body.uri, cid: w.body.cid }
+    const status = (applied: boolean) =>
+      xrpc(a.url, 'com.atproto.admin.updateSubjectStatus', { headers: basic, body: { subject, takedown: { applied } } })
+    expect((await status(true)).status).toBe(200)
+    expect(await readAtB()).toEqual(['RecordNotFound', []])
+    expect((await status(false)).status).toBe(200)
+    expect(await readAtB()).toEqual(['moderated', ['moderated']])
+  })
+
   it('enforces a takedown done through A at B on the next request', async () => {
     const acct = await account(a)
     expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })).status).toBe(200)

@@ -41,6 +41,13 @@ import adminDisableAccountInvites from './com/atproto/admin/disableAccountInvite
 import adminEnableAccountInvites from './com/atproto/admin/enableAccountInvites.js'
 import adminUpdateAccountPassword from './com/atproto/admin/updateAccountPassword.js'
 import adminDeleteAccount from './com/atproto/admin/deleteAccount.js'
+import adminSearchAccounts from './com/atproto/admin/searchAccounts.js'
+import adminGetInviteCodes from './com/atproto/admin/getInviteCodes.js'
+import adminDisableInviteCodes from './com/atproto/admin/disableInviteCodes.js'
+import adminUpdateAccountHandle from './com/atproto/admin/updateAccountHandle.js'
+import adminUpdateAccountEmail from './com/atproto/admin/updateAccountEmail.js'
+import adminUpdateAccountSigningKey from './com/atproto/admin/updateAccountSigningKey.js'
+import tempRevokeAccountCredentials from './com/atproto/temp/revokeAccountCredentials.js'
 import identityGetRecommendedDidCredentials from './com/atproto/identity/getRecommendedDidCredentials.js'
 import identityResolveDid from './com/atproto/identity/resolveDid.js'
 import identityUpdateHandle from './com/atproto/identity/updateHandle.js'
@@ -112,6 +119,13 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   adminEnableAccountInvites,
   adminUpdateAccountPassword,
   adminDeleteAccount,
+  adminSearchAccounts,
+  adminGetInviteCodes,
+  adminDisableInviteCodes,
+  adminUpdateAccountHandle,
+  adminUpdateAccountEmail,
+  adminUpdateAccountSigningKey,
+  tempRevokeAccountCredentials,
   identityGetRecommendedDidCredentials,
   identityResolveDid,
   identityUpdateHandle,

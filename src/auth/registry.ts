@@ -142,6 +142,14 @@ export const registry: Record<string, Row> = {
   'com.atproto.admin.enableAccountInvites': { check: 'admin' },
   'com.atproto.admin.deleteAccount': { check: 'admin' },
   'com.atproto.admin.updateAccountPassword': { check: 'admin' },
+  'com.atproto.admin.searchAccounts': { check: 'admin' },
+  'com.atproto.admin.getInviteCodes': { check: 'admin' },
+  'com.atproto.admin.disableInviteCodes': { check: 'admin' },
+  'com.atproto.admin.updateAccountHandle': { check: 'admin' },
+  'com.atproto.admin.updateAccountEmail': { check: 'admin' },
+  'com.atproto.admin.updateAccountSigningKey': { check: 'admin' },
+  // Ozone calls it with the admin password when an account is compromised
+  'com.atproto.temp.revokeAccountCredentials': { check: 'admin' },
 }
 
 /** chat reaches private messages; method ids are matched whatever their case */

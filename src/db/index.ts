@@ -16,6 +16,7 @@ import * as m005 from './migrations/005-preferences.js'
 import * as m006 from './migrations/006-migration.js'
 import * as m007 from './migrations/007-credential-generation.js'
 import * as m008 from './migrations/008-handle-reuse.js'
+import * as m009 from './migrations/009-moderation.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 export type Db = Kysely<Schema> & {
@@ -39,6 +40,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '006-migration': m006,
   '007-credential-generation': m007,
   '008-handle-reuse': m008,
+  '009-moderation': m009,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

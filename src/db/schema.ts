@@ -157,6 +157,8 @@ export interface RecordTable {
   cid: string
   rev: string
   indexed_at: string
+  /** the moderation reference while taken down (migration 007); null otherwise */
+  takedown_ref?: Generated<string | null>
 }
 
 export interface RecordBlobTable {
@@ -172,6 +174,8 @@ export interface BlobTable {
   size: number
   referenced: number
   created_at: string
+  /** the moderation reference while taken down (migration 007); null otherwise */
+  takedown_ref?: Generated<string | null>
 }
 
 /** part 2 §2.8: keyed by DID, no link to an account; consumed by createAccount */

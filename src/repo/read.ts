@@ -50,9 +50,12 @@ export async function ownRepo(db: Db, repo: string, did: string) {
   if (!matches) throw xrpcError('AuthenticationRequired', 'The repo is not the authenticated account\'s')
 }
 
-const recordCid = prepared((db: Store, uri: string) => db.selectFrom('record').select('cid').where('uri', '=', uri))
+// a taken-down record reads as absent; the condition rides on the lookup every read makes anyway
+const recordCid = prepared((db: Store, uri: string) =>
+  db.selectFrom('record').select('cid').where('uri', '=', uri).where('takedown_ref', 'is', null),
+)
 
-/** repo.getRecord: the record's CID and the record as JSON text; undefined when there is none */
+/** repo.getRecord: the record's CID and the record as JSON text; undefined when there is none or it is taken down */
 export async function recordAsJson(db: Store, did: string, uri: string) {
   const [row] = await recordCid(db, uri)
   if (!row) return undefined
@@ -75,6 +78,7 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
         .select(['uri', 'cid'])
         .where('did', '=', did)
         .where('collection', '=', collection)
+        .where('takedown_ref', 'is', null)
         .orderBy('rkey', asc ? 'asc' : 'desc')
         .limit(sql.lit(limit))
     const first = prepared(page)
@@ -87,7 +91,7 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
   return q
 }
 
-/** repo.listRecords: one page along the (did, collection, rkey) index, each record as JSON text */
+/** repo.listRecords: one page along the (did, collection, rkey) index, each record as JSON text, taken-down ones left out */
 export async function recordPageAsJson(
   db: Store,
   did: string,

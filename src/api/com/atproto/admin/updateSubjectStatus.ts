@@ -1,20 +1,31 @@
 // com.atproto.admin.updateSubjectStatus: takedown (→ takendown) and its reversal (→ active) of an
-// account, and administrative deactivation, each with its `#account` event. Record and blob
-// subjects are not moderated by this server.
+// account, and administrative deactivation, each with its `#account` event; takedown and reversal
+// of a single record (strongRef, by its URI) or blob (repoBlobRef), which only hides it from reads.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AdminAuth } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { activate, deactivate, restore, takedown } from '../../../../account/lifecycle.js'
+import { blobStatus, recordStatus, setBlobTakedown, setRecordTakedown } from '../../../../repo/takedowns.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.admin.updateSubjectStatus<AdminAuth>(async ({ input }) => {
     const { subject, takedown: td, deactivated } = input.body
-    const did = subject.$type === 'com.atproto.admin.defs#repoRef' ? (subject as { did?: unknown }).did : undefined
-    if (typeof did !== 'string') {
-      throw xrpcError('InvalidRequest', 'Only account subjects (com.atproto.admin.defs#repoRef) are moderated by this server')
+    const s = subject as { $type?: string; did?: unknown; uri?: unknown; cid?: unknown }
+    if (s.$type === 'com.atproto.repo.strongRef' || s.$type === 'com.atproto.admin.defs#repoBlobRef') {
+      if (deactivated) throw xrpcError('InvalidRequest', 'Only accounts are deactivated')
+      const isRecord = s.$type === 'com.atproto.repo.strongRef'
+      if (td) {
+        if (isRecord) await setRecordTakedown(db, s.uri as string, td)
+        else await setBlobTakedown(db, s.did as string, s.cid as string, td)
+      }
+      const after = isRecord ? await recordStatus(db, s.uri as string) : await blobStatus(db, s.did as string, s.cid as string)
+      // the subject as sent: Ozone matches the answer against what it asked about
+      return { encoding: 'application/json', body: { subject, takedown: after.takedown } }
     }
+    const did = s.$type === 'com.atproto.admin.defs#repoRef' ? s.did : undefined
+    if (typeof did !== 'string') throw xrpcError('InvalidRequest', 'Unknown subject type')
     const account = await accountByDid(db, did)
     if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
     if (td) {

@@ -1,5 +1,5 @@
 // com.atproto.sync.getBlob: the bytes under their stored MIME type, sandboxed so a browser never
-// runs them as this origin's content.
+// runs them as this origin's content. A taken-down blob reads as absent.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
@@ -16,6 +16,7 @@ export default (api: Server, { db, blobstore }: Pick<Services, 'db' | 'blobstore
       .select(['mime_type', 'size'])
       .where('did', '=', params.did)
       .where('cid', '=', params.cid)
+      .where('takedown_ref', 'is', null)
       .executeTakeFirst()
     const found = row && (await blobstore.read(params.cid))
     if (!row || !found) throw xrpcError('BlobNotFound', 'Blob not found')

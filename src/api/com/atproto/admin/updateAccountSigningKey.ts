@@ -1,0 +1,28 @@
+// com.atproto.admin.updateAccountSigningKey: names another atproto signing key in the account's DID
+// document (a PLC operation signed with this server's rotation key, and an #identity event). The
+// key this server signs commits with is not changed: the operator uses this when that key lives
+// elsewhere, as during a migration or a recovery.
+import { parseDidKey } from '@atproto/crypto'
+import type { Server } from '../../../../generated/server/index.js'
+import type { Services } from '../../../../context.js'
+import type { AdminAuth } from '../../../../auth/verifier.js'
+import { accountByDid } from '../../../../account/admin-views.js'
+import { xrpcError } from '../../../../errors.js'
+import { amendPlcOp } from '../../../../identity/amend.js'
+
+export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
+  api.com.atproto.admin.updateAccountSigningKey<AdminAuth>(async ({ input }) => {
+    const { did, signingKey } = input.body
+    try {
+      parseDidKey(signingKey)
+    } catch {
+      throw xrpcError('InvalidRequest', 'signingKey must be a did:key of a supported curve')
+    }
+    const account = await accountByDid(db, did)
+    if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
+    await db.transaction().execute((trx) =>
+      amendPlcOp(trx, did, { rotationKey, plcUrl: config.plcUrl }, (prev) => ({
+        verificationMethods: { ...prev.verificationMethods, atproto: signingKey },
+      }), account.handle),
+    )
+  })

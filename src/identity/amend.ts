@@ -1,0 +1,45 @@
+// A change to a hosted did:plc identity made by this server: the next operation, signed with the
+// server's rotation key, its #identity event, and (in directory mode) its publication, all inside
+// the caller's transaction so a refused publication leaves nothing behind.
+import type { Keypair } from '@atproto/crypto'
+import { isUniqueViolation, type Db } from '../db/index.js'
+import type { Store } from '../db/schema.js'
+import { xrpcError } from '../errors.js'
+import { identityEvent } from '../sequencer/index.js'
+import { publishOp } from './directory.js'
+import { appendOp, latestOp, opCid, signOp, type UnsignedPlcOp } from './plc.js'
+
+export type AmendDeps = { rotationKey: Keypair; plcUrl?: string }
+
+export async function amendPlcOp(
+  trx: Store,
+  did: string,
+  { rotationKey, plcUrl }: AmendDeps,
+  change: (prev: UnsignedPlcOp) => Partial<UnsignedPlcOp>,
+  handle?: string,
+) {
+  const latest = await latestOp(trx, did)
+  if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
+  if (!latest.op.rotationKeys.includes(rotationKey.did())) {
+    throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
+  }
+  const { sig: _sig, ...prevOp } = latest.op
+  const op = await signOp({ ...prevOp, ...change(prevOp), prev: await opCid(latest.op) }, rotationKey)
+  await appendOp(trx, did, latest.seq + 1, op)
+  await identityEvent(trx, did, handle)
+  if (plcUrl) await publishOp(plcUrl, did, op)
+}
+
+/** a new handle: the account row and the DID's alsoKnownAs; a handle another account holds is refused */
+export async function setHandle(db: Db, did: string, handle: string, deps: AmendDeps) {
+  try {
+    await db.transaction().execute(async (trx) => {
+      await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
+      const aka = (prev: UnsignedPlcOp) => [`at://${handle}`, ...prev.alsoKnownAs.filter((a) => !a.startsWith('at://'))]
+      await amendPlcOp(trx, did, deps, (prev) => ({ alsoKnownAs: aka(prev) }), handle)
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    throw err
+  }
+}
