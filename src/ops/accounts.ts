@@ -1,0 +1,255 @@
+// `pds account ...` and `pds invite ...`: the store directly (through the account/ modules), so they
+// need no admin password and work whether or not the server runs.
+import { randomBytes } from 'node:crypto'
+import { Secp256k1Keypair } from '@atproto/crypto'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { tokenKeys } from '../auth/session-tokens.js'
+import { createFreshAccount } from '../account/create.js'
+import { findAccount, type AccountRow } from '../account/store.js'
+import { markDeleted, restore, takedown } from '../account/lifecycle.js'
+import { issueEmailToken } from '../account/email-tokens.js'
+import { createInviteCodes, inviteCodeViews, invitedBy } from '../account/invites.js'
+import { checkEmail, checkHandleFor } from '../account/handles.js'
+import { hashPassword, MAX_PASSWORD_LENGTH } from '../account/password.js'
+import { publishOp } from '../identity/directory.js'
+import { appendOp, latestOp, opCid, signOp } from '../identity/plc.js'
+import { identityEvent } from '../sequencer/index.js'
+import { createMailer } from '../mail/index.js'
+import { resetPasswordMail } from '../mail/templates.js'
+import { createLogger } from '../logger.js'
+import { output, positiveInt, str, UsageError, type Options, type Parsed } from './args.js'
+
+export type Ctx = { config: Config; db: Db }
+/** noDb: runs without opening the store (it may not exist yet); ctx.db is then absent */
+export type Command = { usage: string; options?: Options; noDb?: boolean; run(ctx: Ctx, p: Parsed): Promise<number> }
+
+async function target(ctx: Ctx, p: Parsed, what: string): Promise<AccountRow> {
+  const id = p.positionals[0]
+  if (!id) throw new UsageError(`${what} needs a DID, handle or email`)
+  const found = await findAccount(ctx.db, id)
+  if (!found) throw new UsageError(`no account ${id}`)
+  return found
+}
+
+const summary = (a: AccountRow) => ({ did: a.did, handle: a.handle, email: a.email, status: a.status, createdAt: a.created_at })
+
+export const accountCommands: Record<string, Command> = {
+  list: {
+    usage: 'account list [--status <status>] [--limit <n>]   accounts, oldest first',
+    options: { status: { type: 'string' }, limit: { type: 'string' } },
+    async run({ db }, p) {
+      let q = db.selectFrom('account').selectAll().orderBy('created_at').orderBy('did').limit(positiveInt(str(p, 'limit'), 'limit', 1000))
+      const status = str(p, 'status')
+      if (status) q = q.where('status', '=', status as AccountRow['status'])
+      const rows = await q.execute()
+      if (p.json) output(true, rows.map(summary))
+      else for (const a of rows) process.stdout.write(`${a.did}  ${a.handle}  ${a.email ?? '-'}  ${a.status}\n`)
+      return 0
+    },
+  },
+  info: {
+    usage: 'account info <did|handle|email>   the account, its repository and its invite code',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account info')
+      const root = await ctx.db.selectFrom('repo_root').selectAll().where('did', '=', a.did).executeTakeFirst()
+      const blobs = await ctx.db
+        .selectFrom('blob')
+        .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.sum<number>('size').as('bytes')])
+        .where('did', '=', a.did)
+        .executeTakeFirst()
+      output(p.json, {
+        ...summary(a),
+        emailConfirmed: !!a.email_confirmed_at,
+        takedownRef: a.takedown_ref ?? undefined,
+        invitesDisabled: !!a.invites_disabled,
+        invitedBy: (await invitedBy(ctx.db, a.did))?.code,
+        repoRev: root?.rev,
+        records: root ? Number(root.record_count) : 0,
+        blobs: Number(blobs?.n ?? 0),
+        blobBytes: Number(blobs?.bytes ?? 0),
+      })
+      return 0
+    },
+  },
+  create: {
+    usage: 'account create --handle <handle> --email <email> [--password <pw>] [--invite-code <code>]\n    an active account; prints its DID, handle and (when generated) password',
+    options: { handle: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, 'invite-code': { type: 'string' } },
+    async run({ config, db }, p) {
+      const handle = str(p, 'handle')
+      const email = str(p, 'email')
+      if (!handle || !email) throw new UsageError('account create needs --handle and --email')
+      const password = str(p, 'password') ?? randomBytes(12).toString('base64url')
+      const created = await createFreshAccount(
+        {
+          // the operator needs no invite code (one given is still checked and spent)
+          config: { ...config, inviteRequired: false },
+          db,
+          tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
+          rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+        },
+        { handle, email, password, inviteCode: str(p, 'invite-code') },
+      )
+      output(p.json, { did: created.did, handle: created.handle, ...(str(p, 'password') ? {} : { password }) })
+      return 0
+    },
+  },
+  delete: {
+    usage: 'account delete <did|handle|email>   status deleted (#account and #tombstone events), as a user deletion',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account delete')
+      await ctx.db.transaction().execute((trx) => markDeleted(trx, a.did))
+      output(p.json, { did: a.did, status: 'deleted' })
+      return 0
+    },
+  },
+  takedown: {
+    usage: 'account takedown <did|handle|email> [--ref <text>]   status takendown (#account event)',
+    options: { ref: { type: 'string' } },
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account takedown')
+      const changed = await takedown(ctx.db, a.did, str(p, 'ref') ?? null)
+      if (!changed && a.status !== 'takendown') throw new UsageError(`account ${a.did} is ${a.status}`)
+      output(p.json, { did: a.did, status: 'takendown' })
+      return 0
+    },
+  },
+  untakedown: {
+    usage: 'account untakedown <did|handle|email>   lifts a takedown (status active, #account event)',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account untakedown')
+      const changed = await restore(ctx.db, a.did)
+      if (!changed && a.status !== 'active') throw new UsageError(`account ${a.did} is ${a.status}, not takendown`)
+      output(p.json, { did: a.did, status: 'active' })
+      return 0
+    },
+  },
+  'update-handle': {
+    usage: 'account update-handle <did|handle|email> <new-handle>   a new PLC operation and an #identity event',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account update-handle')
+      const input = p.positionals[1]
+      if (!input) throw new UsageError('account update-handle needs the new handle')
+      const handle = await changeHandle(ctx, a.did, input)
+      output(p.json, { did: a.did, handle })
+      return 0
+    },
+  },
+  'update-email': {
+    usage: 'account update-email <did|handle|email> <new-email>   sets the address (unconfirmed)',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account update-email')
+      const input = p.positionals[1]
+      if (!input) throw new UsageError('account update-email needs the new address')
+      const email = checkEmail(input)
+      try {
+        await ctx.db.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', a.did).execute()
+      } catch (err) {
+        if (isUniqueViolation(err, 'account_email_uq')) throw new UsageError(`${email} belongs to another account`)
+        throw err
+      }
+      output(p.json, { did: a.did, email })
+      return 0
+    },
+  },
+  'reset-password': {
+    usage:
+      'account reset-password <did|handle|email> [--password <pw>] [--email]\n' +
+      '    sets the password (printed when generated); with --email instead mails a reset code\n' +
+      '    (printed when email goes to the console)',
+    options: { password: { type: 'string' }, email: { type: 'boolean' } },
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account reset-password')
+      if (a.status === 'deleted') throw new UsageError(`account ${a.did} is deleted`)
+      if (p.values.email) {
+        const token = await issueEmailToken(ctx.db, a.did, 'reset-password')
+        if (ctx.config.email.backend === 'console' || !a.email) {
+          output(p.json, { did: a.did, token })
+          return 0
+        }
+        await createMailer(ctx.config.email, createLogger('silent')).send({ to: a.email, ...resetPasswordMail(token, a.handle) })
+        output(p.json, { did: a.did, sentTo: a.email })
+        return 0
+      }
+      const given = str(p, 'password')
+      const password = given ?? randomBytes(12).toString('base64url')
+      if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`passwords are 8 to ${MAX_PASSWORD_LENGTH} characters`)
+      await ctx.db.updateTable('account').set({ password_hash: await hashPassword(password) }).where('did', '=', a.did).execute()
+      output(p.json, { did: a.did, ...(given ? {} : { password }) })
+      return 0
+    },
+  },
+}
+
+// The same change as com.atproto.identity.updateHandle, made by the operator.
+async function changeHandle({ config, db }: Ctx, did: string, input: string): Promise<string> {
+  const handle = await checkHandleFor(db, did, input, config.handleDomains)
+  const rotationKey = await Secp256k1Keypair.import(config.secrets.plcRotationKey)
+  try {
+    await db.transaction().execute(async (trx) => {
+      await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
+      const latest = await latestOp(trx, did)
+      if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
+      if (!latest.op.rotationKeys.includes(rotationKey.did())) {
+        throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
+      }
+      const { sig: _sig, ...prevOp } = latest.op
+      const aka = [`at://${handle}`, ...prevOp.alsoKnownAs.filter((x) => !x.startsWith('at://'))]
+      const op = await signOp({ ...prevOp, alsoKnownAs: aka, prev: await opCid(latest.op) }, rotationKey)
+      await appendOp(trx, did, latest.seq + 1, op)
+      await identityEvent(trx, did, handle)
+      if (config.plcUrl) await publishOp(config.plcUrl, did, op)
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
+    throw err
+  }
+  return handle
+}
+
+export const inviteCommands: Record<string, Command> = {
+  create: {
+    usage: 'invite create [--uses <n>] [--count <n>] [--for <did>]   codes (default one, one use), one per line',
+    options: { uses: { type: 'string' }, count: { type: 'string' }, for: { type: 'string' } },
+    async run({ config, db }, p) {
+      const codes = await createInviteCodes(db, {
+        hostname: config.hostname,
+        useCount: positiveInt(str(p, 'uses'), 'uses', 1),
+        count: positiveInt(str(p, 'count'), 'count', 1),
+        forAccount: str(p, 'for'),
+      })
+      if (p.json) process.stdout.write(JSON.stringify(codes) + '\n')
+      else process.stdout.write(codes.join('\n') + '\n')
+      return 0
+    },
+  },
+  list: {
+    usage: 'invite list [--for <did>]   codes with their remaining uses, newest first',
+    options: { for: { type: 'string' } },
+    async run({ db }, p) {
+      const views = await inviteCodeViews(db, { forAccount: str(p, 'for') })
+      if (p.json) output(true, views)
+      else
+        for (const v of views) {
+          const left = v.available - v.uses.length
+          process.stdout.write(`${v.code}  ${v.disabled ? 'disabled' : `${left}/${v.available} left`}  for ${v.forAccount}\n`)
+        }
+      return 0
+    },
+  },
+  disable: {
+    usage: 'invite disable <code>... | --account <did>   codes no sign-up accepts any more',
+    options: { account: { type: 'string' } },
+    async run({ db }, p) {
+      const account = str(p, 'account')
+      if (!p.positionals.length && !account) throw new UsageError('invite disable needs codes or --account')
+      let q = db.updateTable('invite_code').set({ disabled: 1 })
+      q = account ? q.where('for_account', '=', account) : q.where('code', 'in', p.positionals)
+      const res = await q.executeTakeFirst()
+      output(p.json, { disabled: Number(res.numUpdatedRows) })
+      return 0
+    },
+  },
+}
