@@ -1,27 +1,11 @@
 // The operator CLI as an operator runs it (`node dist/cli.js`, built by `make test`), against the
 // store of a running server.
-import { spawn } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { runCli } from './cli-run.js'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
 
-const CLI = new URL('../dist/cli.js', import.meta.url).pathname
 let pds: TestPds
-
-export function runCli(env: Record<string, string>, ...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'pipe' })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (c) => (out += c))
-    child.stderr.on('data', (c) => (err += c))
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve({ code, out, err })
-    })
-  })
-}
 const cli = (...args: string[]) => runCli(pds.env, ...args)
 async function json(...args: string[]) {
   const r = await cli(...args, '--json')
