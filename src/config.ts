@@ -5,6 +5,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { isIP } from 'node:net'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
+import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
 
 export class ConfigError extends Error {}
 
@@ -77,10 +78,13 @@ const vars = {
   PDS_EMAIL_HTTP_URL: url.optional(),
   PDS_EMAIL_HTTP_TOKEN: z.string().min(1).optional(),
   PDS_EMAIL_HTTP_FLAVOR: z
-    .enum(['generic', 'postmark', 'vendor'])
+    .enum([...FLAVORS, 'vendor'])
     .default('generic')
     .transform((v) => (v === 'vendor' ? 'postmark' : v)),
   PDS_EMAIL_HTTP_TIMEOUT_MS: int(1, 600_000).default(10_000),
+  PDS_EMAIL_SES_REGION: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1').optional(),
+  // the reference PDS's SMTP setting: read only to stop with a pointer to the HTTP providers
+  PDS_EMAIL_SMTP_URL: z.string().optional(),
   PDS_DPOP_REPLAY_STORE: z
     .enum(['in-memory', 'redis', 'shared'])
     .default('in-memory')
@@ -143,8 +147,9 @@ export type Config = {
         from: string
         url: string
         token: string
-        flavor: 'generic' | 'postmark'
+        flavor: Flavor
         timeoutMs: number
+        sesRegion?: string
       }
   dpopReplayStore: 'in-memory' | 'redis'
   redisUrl?: string
@@ -183,6 +188,7 @@ const SECRETS = new Set([
   'PDS_ADMIN_PASSWORD',
   'PDS_EMAIL_HTTP_TOKEN',
   'PDS_RATE_LIMIT_BYPASS_KEY',
+  'PDS_EMAIL_SMTP_URL',
 ])
 
 function parseVars(env: NodeJS.ProcessEnv): Vars {
@@ -210,9 +216,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     (v.PDS_HOSTNAME === 'localhost' ? `http://localhost:${v.PDS_PORT}` : `https://${v.PDS_HOSTNAME}`)
   ).replace(/\/+$/, '')
 
+  if (v.PDS_EMAIL_SMTP_URL) {
+    throw new ConfigError(
+      'PDS_EMAIL_SMTP_URL: SMTP is not supported; set PDS_EMAIL_BACKEND=http-json with PDS_EMAIL_HTTP_FLAVOR ' +
+        `(${FLAVORS.join(', ')}), PDS_EMAIL_HTTP_TOKEN and PDS_EMAIL_FROM instead, and unset PDS_EMAIL_SMTP_URL`,
+    )
+  }
+  const emailUrl = v.PDS_EMAIL_HTTP_URL ?? DEFAULT_URL[v.PDS_EMAIL_HTTP_FLAVOR]
   if (v.PDS_EMAIL_BACKEND === 'http-json') {
-    for (const name of ['PDS_EMAIL_HTTP_URL', 'PDS_EMAIL_HTTP_TOKEN', 'PDS_EMAIL_FROM'] as const) {
+    if (!emailUrl) throw new ConfigError(`PDS_EMAIL_HTTP_URL: required when PDS_EMAIL_BACKEND is http-json with the ${v.PDS_EMAIL_HTTP_FLAVOR} flavor`)
+    for (const name of ['PDS_EMAIL_HTTP_TOKEN', 'PDS_EMAIL_FROM'] as const) {
       if (!v[name]) throw new ConfigError(`${name}: required when PDS_EMAIL_BACKEND is http-json`)
+    }
+    if (v.PDS_EMAIL_HTTP_FLAVOR === 'ses' && !v.PDS_EMAIL_HTTP_TOKEN!.includes(':')) {
+      throw new ConfigError('PDS_EMAIL_HTTP_TOKEN: with the ses flavor it is ACCESS_KEY_ID:SECRET_ACCESS_KEY')
     }
   } else {
     warnings.push('PDS_EMAIL_BACKEND is console: outgoing email, tokens included, is printed to the log and not sent')
@@ -260,10 +277,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         ? {
             backend: 'http-json',
             from: v.PDS_EMAIL_FROM!,
-            url: v.PDS_EMAIL_HTTP_URL!,
+            url: emailUrl!,
             token: v.PDS_EMAIL_HTTP_TOKEN!,
             flavor: v.PDS_EMAIL_HTTP_FLAVOR,
             timeoutMs: v.PDS_EMAIL_HTTP_TIMEOUT_MS,
+            sesRegion: v.PDS_EMAIL_SES_REGION,
           }
         : { backend: 'console', from: v.PDS_EMAIL_FROM ?? `noreply@${v.PDS_HOSTNAME}` },
     dpopReplayStore: v.PDS_DPOP_REPLAY_STORE,

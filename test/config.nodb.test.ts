@@ -21,7 +21,7 @@ describe('configuration', () => {
     ['PDS_SERVICE_HANDLE_DOMAINS', 'test'],
     ['PDS_INVITE_REQUIRED', 'maybe'],
     ['PDS_EMAIL_BACKEND', 'smtp'],
-    ['PDS_EMAIL_HTTP_FLAVOR', 'mailgun'],
+    ['PDS_EMAIL_HTTP_FLAVOR', 'sparkpost'],
     ['PDS_EMAIL_HTTP_TIMEOUT_MS', '0'],
     ['PDS_DPOP_REPLAY_STORE', 'disk'],
     ['PDS_REDIS_URL', 'http://x'],

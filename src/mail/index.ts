@@ -1,11 +1,13 @@
 // Outgoing email (part 1 §2.6): one send function, its backend chosen once at start.
-// console: a structured log line with the body between two divider lines (DECISIONS.md 21: tokens
-// included, for development). http-json: a POST of the message as JSON with a bearer token, aborted
-// after the configured timeout; a 4xx/5xx or network error is logged (never the body) and fails.
+// console: a structured log line with the body between two divider lines (tokens included, for
+// development). http-json: a POST in the shape the configured provider takes (providers.ts),
+// aborted after the configured timeout; a 4xx/5xx or network error is logged (never the body) and
+// fails.
 import { request } from '../outbound.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
 import { xrpcError } from '../errors.js'
+import { buildRequest } from './providers.js'
 
 export type Mail = { to: string; subject: string; text: string; replyTo?: string }
 export type Mailer = { send(mail: Mail): Promise<void> }
@@ -25,20 +27,16 @@ export function createMailer(config: Config['email'], logger: Logger): Mailer {
       },
     }
   }
-  const { url, token, from, flavor, timeoutMs } = config
+  const { timeoutMs } = config
   return {
     async send(mail) {
-      const replyTo = mail.replyTo ?? from
-      const body =
-        flavor === 'postmark'
-          ? { From: from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ReplyTo: replyTo }
-          : { from, to: mail.to, subject: mail.subject, text: mail.text, replyTo }
+      const req = buildRequest(config, mail)
       let status: number
       try {
-        const res = await request(url, {
+        const res = await request(req.url, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${token}` },
-          body: JSON.stringify(body),
+          headers: req.headers,
+          body: req.body,
           signal: AbortSignal.timeout(timeoutMs),
         })
         status = res.statusCode
