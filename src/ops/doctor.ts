@@ -135,7 +135,7 @@ export const doctorCommand: Command = {
       testEmail: typeof testEmail === 'string' ? testEmail : undefined,
     })
     if (p.json) output(true, checks)
-    else for (const c of checks) process.stdout.write(`${c.level.padEnd(4)}  ${c.check.padEnd(12)}  ${c.detail}\n`)
+    else for (const c of checks) process.stdout.write(`${c.level.padEnd(4)}  ${c.check.padEnd(13)}  ${c.detail}\n`)
     return checks.some((c) => c.level === 'fail') ? 1 : 0
   },
 }
