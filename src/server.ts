@@ -28,6 +28,7 @@ import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
+import { recordCrawl } from './sequencer/crawl-log.js'
 import { RateLimits, clientAddress, type RateLimitTuning } from './auth/rate-limits.js'
 import type { Refusal, StreamAdmission } from './sequencer/admission.js'
 import { DidResolver } from './identity/did-resolver.js'
@@ -195,6 +196,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     attempts: 5,
     backoffMs: 1000,
     timeoutMs: 10_000,
+    onOutcome: (relay, ok) => recordCrawl(config.dataDir, relay, ok),
     ...opts.crawlers,
   })
   crawlers.start()

@@ -111,6 +111,18 @@ describe('operator CLI', () => {
       expect(asked).toEqual([{ url: '/xrpc/com.atproto.sync.requestCrawl', body: JSON.stringify({ hostname: 'localhost' }) }])
       const none = await cli('request-crawl')
       expect([none.code, none.err.trim()]).toEqual([1, 'pds: request-crawl needs a relay URL (or PDS_CRAWLERS)'])
+      expect((await json('status')).relays).toEqual({ [relayUrl]: expect.stringMatching(/^ok \d{4}-\d\d-\d\dT/) })
+
+      // a server with PDS_CRAWLERS asks at start; status shows when
+      const other = await startTestPds({ PDS_CRAWLERS: relayUrl })
+      try {
+        for (let i = 0; i < 250 && asked.length < 2; i++) await new Promise((r) => setTimeout(r, 20))
+        expect(asked).toHaveLength(2)
+        const seen = JSON.parse((await runCli(other.env, 'status', '--json')).out)
+        expect(seen.relays).toEqual({ [relayUrl]: expect.stringMatching(/^ok \d{4}-\d\d-\d\dT/) })
+      } finally {
+        await other.stop()
+      }
     } finally {
       relay.close()
     }
@@ -123,7 +135,7 @@ describe('operator CLI', () => {
     expect(status.lastSeq).toBeGreaterThan(0)
     expect(Date.parse(status.lastEventAt)).toBeGreaterThan(Date.now() - 120_000)
     expect(status.freeBytes).toBeGreaterThan(0)
-  })
+  }, 60_000)
 
   it('answers --help for every command and mistakes with one line and exit 1', async () => {
     for (const args of [

@@ -3,6 +3,7 @@
 import { readFileSync, readdirSync, statSync, statfsSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from '../outbound.js'
+import { readCrawlLog, recordCrawl } from '../sequencer/crawl-log.js'
 import { output, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 
@@ -28,8 +29,9 @@ export function freeBytes(dir: string): number | undefined {
 }
 
 export const statusCommand: Command = {
-  usage: 'status   version, accounts, repositories, disk, last firehose event, relays',
+  usage: 'status   version, accounts, repositories, disk, last firehose event, relays last asked',
   async run({ config, db }, p) {
+    const crawled = readCrawlLog(config.dataDir)
     const byStatus = await db.selectFrom('account').select(['status', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('status').execute()
     const repos = await db.selectFrom('repo_root').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst()
     const last = await db.selectFrom('event').select(['seq', 'sequenced_at']).orderBy('seq', 'desc').limit(1).executeTakeFirst()
@@ -46,7 +48,9 @@ export const statusCommand: Command = {
       freeBytes: freeBytes(config.dataDir),
       lastSeq: last ? Number(last.seq) : null,
       lastEventAt: last?.sequenced_at ?? null,
-      relays: config.crawlers,
+      relays: Object.fromEntries(
+        [...new Set([...config.crawlers, ...Object.keys(crawled)])].map((r) => [r, crawled[r] ? `${crawled[r].ok ? 'ok' : 'failed'} ${crawled[r].at}` : 'never asked']),
+      ),
     })
     return 0
   },
@@ -58,6 +62,7 @@ export const requestCrawlCommand: Command = {
     const relays = p.positionals.length ? p.positionals : config.crawlers
     if (!relays.length) throw new UsageError('request-crawl needs a relay URL (or PDS_CRAWLERS)')
     const results = await Promise.all(relays.map((relay) => askRelay(relay, config.hostname)))
+    for (const r of results) recordCrawl(config.dataDir, r.relay, r.ok)
     if (p.json) output(true, results)
     else for (const r of results) process.stdout.write(`${r.ok ? 'ok  ' : 'fail'}  ${r.relay}  ${r.detail}\n`)
     return results.every((r) => r.ok) ? 0 : 1

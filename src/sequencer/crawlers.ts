@@ -17,6 +17,8 @@ export type CrawlerOptions = {
   /** first backoff (ms); doubles after each failure */
   backoffMs: number
   timeoutMs: number
+  /** told each relay's final outcome (`pds status` shows when relays were last asked) */
+  onOutcome?: (relay: string, ok: boolean) => void
 }
 
 export class Crawlers {
@@ -89,6 +91,7 @@ export class Crawlers {
         if (res.statusCode >= 200 && res.statusCode < 300) {
           this.metrics.crawlRequests.inc({ outcome: 'ok' })
           this.logger.info({ relay, attempt }, 'requested crawl')
+          this.opts.onOutcome?.(relay, true)
           return
         }
         // a relay that refuses the request outright will refuse it again
@@ -103,6 +106,7 @@ export class Crawlers {
       wait *= 2
     }
     this.metrics.crawlRequests.inc({ outcome: 'failed' })
+    this.opts.onOutcome?.(relay, false)
     this.logger.error({ relay }, 'gave up asking relay to crawl; will ask again after the next write')
     // let the next write try again instead of waiting out a whole quiet period
     this.lastNotified = 0
