@@ -55,7 +55,8 @@ describe('operator CLI', () => {
     const resolved = await xrpc(pds.url, 'com.atproto.identity.resolveHandle', { params: { handle: 'renamed2.test' } })
     expect(resolved.body).toEqual({ did })
     expect((await login('renamed2.test', password)).status).toBe(200)
-    const taken = await cli('account', 'update-handle', did, 'cli-user.test')
+    await json('account', 'create', '--handle', 'holder1.test', '--email', 'holder1@example.com')
+    const taken = await cli('account', 'update-handle', did, 'holder1.test')
     expect(taken.code).toBe(1)
     expect(taken.err).toMatch(/HandleNotAvailable/)
 

@@ -5,18 +5,15 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
 import { isUniqueViolation } from '../db/index.js'
-import { xrpcError } from '../errors.js'
 import { tokenKeys } from '../auth/session-tokens.js'
 import { createFreshAccount } from '../account/create.js'
 import { findAccount, type AccountRow } from '../account/store.js'
 import { markDeleted, restore, takedown } from '../account/lifecycle.js'
 import { issueEmailToken } from '../account/email-tokens.js'
 import { createInviteCodes, inviteCodeViews, invitedBy } from '../account/invites.js'
-import { checkEmail, checkHandleFor } from '../account/handles.js'
+import { checkEmail, checkHandleFree, validateHandle } from '../account/handles.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../account/password.js'
-import { publishOp } from '../identity/directory.js'
-import { appendOp, latestOp, opCid, signOp } from '../identity/plc.js'
-import { identityEvent } from '../sequencer/index.js'
+import { setHandle } from '../identity/amend.js'
 import { createMailer } from '../mail/index.js'
 import { resetPasswordMail } from '../mail/templates.js'
 import { createLogger } from '../logger.js'
@@ -145,7 +142,11 @@ export const accountCommands: Record<string, Command> = {
       if (!input) throw new UsageError('account update-email needs the new address')
       const email = checkEmail(input)
       try {
-        await ctx.db.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', a.did).execute()
+        await ctx.db.transaction().execute(async (trx) => {
+          await trx.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', a.did).execute()
+          // pending tokens went to the old address
+          await trx.deleteFrom('email_token').where('did', '=', a.did).execute()
+        })
       } catch (err) {
         if (isUniqueViolation(err, 'account_email_uq')) throw new UsageError(`${email} belongs to another account`)
         throw err
@@ -183,29 +184,13 @@ export const accountCommands: Record<string, Command> = {
   },
 }
 
-// The same change as com.atproto.identity.updateHandle, made by the operator.
+// The same rules and change as com.atproto.admin.updateAccountHandle. Without the server's
+// outbound guard a handle outside the service domains is refused (use the admin API for those).
 async function changeHandle({ config, db }: Ctx, did: string, input: string): Promise<string> {
-  const handle = await checkHandleFor(db, did, input, config.handleDomains)
+  const handle = await validateHandle({ config }, input, did)
+  await checkHandleFree(db, did, handle)
   const rotationKey = await Secp256k1Keypair.import(config.secrets.plcRotationKey)
-  try {
-    await db.transaction().execute(async (trx) => {
-      await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
-      const latest = await latestOp(trx, did)
-      if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
-      if (!latest.op.rotationKeys.includes(rotationKey.did())) {
-        throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
-      }
-      const { sig: _sig, ...prevOp } = latest.op
-      const aka = [`at://${handle}`, ...prevOp.alsoKnownAs.filter((x) => !x.startsWith('at://'))]
-      const op = await signOp({ ...prevOp, alsoKnownAs: aka, prev: await opCid(latest.op) }, rotationKey)
-      await appendOp(trx, did, latest.seq + 1, op)
-      await identityEvent(trx, did, handle)
-      if (config.plcUrl) await publishOp(config.plcUrl, did, op)
-    })
-  } catch (err) {
-    if (isUniqueViolation(err, 'account_handle_uq')) throw xrpcError('HandleNotAvailable', 'Handle already taken')
-    throw err
-  }
+  await setHandle(db, did, handle, { rotationKey, plcUrl: config.plcUrl })
   return handle
 }
 
