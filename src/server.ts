@@ -26,6 +26,7 @@ import { DiskBlobStore } from './repo/blobstore.js'
 import { collectBlobs } from './repo/blobs.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
+import { deliverCommittedEvents } from './sequencer/local.js'
 import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
 import { recordCrawl } from './sequencer/crawl-log.js'
@@ -86,6 +87,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ...opts.firehose,
   })
   await firehose.start()
+  deliverCommittedEvents(db, (events) => firehose.deliverLocal(events))
   // several processes on one PostgreSQL: a commit anywhere wakes every process's firehose
   const wakeup =
     config.db.kind === 'postgres'

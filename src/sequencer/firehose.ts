@@ -113,6 +113,22 @@ export class Firehose {
   }
 
   /**
+   * events this process committed, in seq order, durable already: sent at once when they follow
+   * the last one sent, else the log is read (another process's events, or a poll in flight)
+   */
+  deliverLocal(rows: Row[]) {
+    if (this.lastSeq === undefined) return
+    for (const row of rows) {
+      if (row.seq <= this.lastSeq) continue
+      if (this.polling || row.seq !== this.lastSeq + 1) return this.notify()
+      this.lastSeq = row.seq
+      if (!this.listeners.size) continue
+      const ev = encodeEvent(row)
+      for (const fn of this.listeners.keys()) fn(ev)
+    }
+  }
+
+  /**
    * another process (or this one) committed an event: the cross-process wake-up calls this. Only
    * consumers need the read; without any, the next subscriber's first poll catches up.
    */
@@ -148,6 +164,8 @@ export class Firehose {
     for (;;) {
       const rows = await this.rowsAfter(this.lastSeq ?? 0, PAGE)
       for (const row of rows) {
+        // handed over in-process meanwhile (deliverLocal)
+        if (row.seq <= (this.lastSeq ?? 0)) continue
         this.lastSeq = row.seq
         if (!this.listeners.size) continue
         const ev = encodeEvent(row)

@@ -5,6 +5,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { sql } from 'kysely'
 import { prepared } from '../db/prepared.js'
 import { dialectOf, type AccountStatus, type EventTable } from '../db/index.js'
+import { noteEvent } from './local.js'
 import { EVENT_CHANNEL } from './wakeup.js'
 import type { Store } from '../db/schema.js'
 
@@ -27,7 +28,9 @@ export async function appendEvent(
     await sql`select pg_advisory_xact_lock(${EVENT_LOCK}), pg_notify(${EVENT_CHANNEL}, current_schema())`.execute(db)
   }
   const payload = body instanceof Uint8Array ? body : dagCbor.encode(body)
-  const [row] = await insertEvent(db, type, did, payload, new Date().toISOString())
+  const at = new Date().toISOString()
+  const [row] = await insertEvent(db, type, did, payload, at)
+  noteEvent(db, { seq: row.seq, type, payload, sequenced_at: at })
   return row.seq
 }
 
