@@ -8,6 +8,7 @@ import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
 import type { Schema, Store } from './schema.js'
+import { postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
 import * as m003 from './migrations/003-repos.js'
@@ -28,6 +29,8 @@ export type Db = Kysely<Schema> & {
    * to others (the firehose). A writer's own call already waits for its commit to be durable.
    */
   durable: () => Promise<void>
+  /** a consistent read-only view that does not hold writers up, until its `end` (db/snapshot.ts) */
+  snapshot: () => Promise<Snapshot>
 }
 export type * from './schema.js'
 
@@ -59,12 +62,20 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
   let pgPool: pg.Pool | undefined
   // PostgreSQL's COMMIT returns once the commit is durable
   let durable = () => Promise.resolve()
+  let snapshot = (): Promise<Snapshot> => postgresSnapshot(db)
   if (cfg.kind === 'sqlite') {
     // owner-only when this creates it (an existing directory is the operator's to set)
     mkdirSync(dirname(cfg.file), { recursive: true, mode: 0o700 })
     const sqlite = openSqlite(cfg.file, opts.onWalFsync)
     durable = sqlite.durable
+    const readers = sqliteSnapshots(cfg.file)
+    snapshot = () => readers.take()
     db = new Kysely<Schema>({ dialect: sqlite.dialect })
+    const destroy = db.destroy.bind(db)
+    db.destroy = async () => {
+      readers.close()
+      await destroy()
+    }
   } else {
     const pg = await loadPg()
     await ensureSchema(pg, cfg.url, cfg.schema)
@@ -81,7 +92,7 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
     pgPool = pool
     db = retryLostTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }))
   }
-  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable })
+  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable, snapshot })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
 }

@@ -84,6 +84,16 @@ export class CarWriter {
     this.at = 0
   }
 
+  /** the chunks completed so far (with `all`, the one being filled too), handed over once */
+  take(all = false): Buffer[] {
+    if (all && this.at > 0) {
+      this.chunks.push(this.buf.subarray(0, this.at))
+      this.buf = this.buf.subarray(this.at)
+      this.at = 0
+    }
+    return this.chunks.splice(0)
+  }
+
   /** the chunks of the whole CAR; the writer is done */
   end(): Buffer[] {
     if (this.at > 0) this.chunks.push(this.buf.subarray(0, this.at))

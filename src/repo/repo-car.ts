@@ -1,31 +1,94 @@
-// The repository as a CAR rooted at the current commit, built as the blocks are read (repo/car.ts)
-// in 64 KiB chunks: getRepo (optionally only blocks written after a revision) and getCheckout.
+// The repository as a CAR rooted at the current commit, streamed: the header and the commit block
+// go out at once, then the other blocks a page at a time, each page read only once the client has
+// taken the previous one (so memory stays flat whatever the repository's size). getRepo
+// (optionally only blocks written after a revision) and getCheckout.
+import { Readable } from 'node:stream'
 import type { Db, Dialect } from '../db/index.js'
 import { exec, hexOf } from '../db/raw.js'
+import type { Snapshot } from '../db/snapshot.js'
 import { CarWriter } from './car.js'
 import { syncRepo } from './read.js'
 
 // pages in key order, each one short-lived: the whole repository's rows held at once outlive
 // the young generation and are collected as old objects
 const PAGE = 1000
+/** a client that takes nothing for this long loses the connection (and its snapshot is let go) */
+const STALL_MS = 60_000
+
 const pageSql = (dialect: Dialect, since: boolean) =>
   `select cid, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid > ?` +
   `${since ? ' and repo_rev > ?' : ''} order by cid limit ${PAGE}`
+const blockSql = (dialect: Dialect) => `select repo_rev, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid = ?`
 
-/** the CAR's chunks; throws the sync reads' status errors before any is built */
-export async function repoCarChunks(db: Db, did: string, opts: { since?: string; allowDeactivated?: boolean } = {}) {
-  const sql = pageSql(db.dialect, !!opts.since)
-  // one transaction: the root and its blocks are one consistent snapshot
-  return db.transaction().execute(async (trx) => {
-    const { root } = await syncRepo(trx, did, { allowDeactivated: opts.allowDeactivated })
-    const car = new CarWriter(root.cid)
-    for (let after = ''; ; ) {
-      const args = opts.since ? [did, after, opts.since] : [did, after]
-      const { rows } = await exec<{ cid: string; hex: string }>(trx, db.dialect, sql, args)
-      for (const row of rows) car.add(row.cid, row.hex)
-      if (rows.length < PAGE) break
-      after = rows[rows.length - 1].cid
+/**
+ * The CAR as a stream; throws the sync reads' status errors before anything is sent. Everything
+ * is read in one snapshot (db/snapshot.ts), so the root and every block come from one state of
+ * the repository however long the client takes, and writers are not held up meanwhile. An error
+ * once bytes are out destroys the stream (the connection is cut: a truncated CAR shows as one).
+ */
+export async function repoCarStream(db: Db, did: string, opts: { since?: string; allowDeactivated?: boolean } = {}): Promise<Readable> {
+  const snap = await db.snapshot()
+  let root: { cid: string }
+  let commit: { repo_rev: string; hex: string } | undefined
+  try {
+    ;({ root } = await syncRepo(snap.store, did, { allowDeactivated: opts.allowDeactivated }))
+    ;[commit] = (await exec<{ repo_rev: string; hex: string }>(snap.store, db.dialect, blockSql(db.dialect), [did, root.cid])).rows
+  } catch (err) {
+    await snap.end()
+    throw err
+  }
+  return exportStream(db.dialect, snap, did, root.cid, opts.since, commit)
+}
+
+function exportStream(dialect: Dialect, snap: Snapshot, did: string, root: string, since: string | undefined, commit?: { repo_rev: string; hex: string }) {
+  const car = new CarWriter(root)
+  if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
+  let ready: Buffer[] = car.take(true)
+  let after = ''
+  let done = false
+  const sql = pageSql(dialect, since !== undefined)
+
+  /** the next chunks, or null at the end */
+  async function next(): Promise<Buffer[] | null> {
+    while (!ready.length) {
+      if (done || stream.destroyed) return null
+      const args = since !== undefined ? [did, after, since] : [did, after]
+      const { rows } = await exec<{ cid: string; hex: string }>(snap.store, dialect, sql, args)
+      // the commit went out first
+      for (const row of rows) if (row.cid !== root) car.add(row.cid, row.hex)
+      if (rows.length < PAGE) {
+        done = true
+        ready = car.end()
+        await snap.end()
+      } else {
+        after = rows[rows.length - 1].cid
+        ready = car.take()
+      }
     }
-    return car.end()
+    const out = ready
+    ready = []
+    return out
+  }
+
+  let stall: NodeJS.Timeout | undefined
+  const stream = new Readable({
+    // write() returning false pauses the pipe and no read() comes until 'drain': then no page is read
+    read() {
+      clearTimeout(stall)
+      next().then(
+        (chunks) => {
+          if (!chunks) return void stream.push(null)
+          for (const c of chunks) stream.push(c)
+          stall = setTimeout(() => stream.destroy(new Error('getRepo: the client stopped reading')), STALL_MS)
+          stall.unref()
+        },
+        (err) => stream.destroy(err),
+      )
+    },
+    destroy(err, cb) {
+      clearTimeout(stall)
+      snap.end().then(() => cb(err), cb)
+    },
   })
+  return stream
 }

@@ -1,13 +1,12 @@
 // com.atproto.sync.getCheckout (deprecated, still called by older tools): the current commit, its
 // tree and records as a CAR. Only the current tree's blocks are stored, so it is getRepo without
 // `since`.
-import { Readable } from 'node:stream'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import { repoCarChunks } from '../../../../repo/repo-car.js'
+import { repoCarStream } from '../../../../repo/repo-car.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.sync.getCheckout(async ({ params }) => ({
     encoding: 'application/vnd.ipld.car',
-    body: Readable.from(await repoCarChunks(db, params.did), { objectMode: false }),
+    body: await repoCarStream(db, params.did),
   }))

@@ -1,18 +1,17 @@
 // com.atproto.sync.getRepo: the repository as a CAR rooted at the current commit; since: only the
-// blocks written after that revision (repo/repo-car.ts), sent once the read is over.
-import { Readable } from 'node:stream'
+// blocks written after that revision. Streamed from one snapshot as the client reads it
+// (repo/repo-car.ts).
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import { repoCarChunks } from '../../../../repo/repo-car.js'
+import { repoCarStream } from '../../../../repo/repo-car.js'
 import type { MigrationAuth } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.sync.getRepo<MigrationAuth>(async ({ auth, params }) => {
     // the migration token of the account itself reads its repository even while deactivated
     const allowDeactivated = auth.credentials.type === 'migration' && auth.credentials.did === params.did
-    const chunks = await repoCarChunks(db, params.did, { since: params.since, allowDeactivated })
     return {
       encoding: 'application/vnd.ipld.car',
-      body: Readable.from(chunks, { objectMode: false }),
+      body: await repoCarStream(db, params.did, { since: params.since, allowDeactivated }),
     }
   })
