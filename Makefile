@@ -12,7 +12,7 @@ NATIVE := native/build/Release/malloc_trim.node
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
 
-.PHONY: serve test test-interop codegen build bench bench-compare clean test-tools
+.PHONY: serve test test-interop codegen build bench bench-compare bench-scale clean test-tools
 
 serve: build
 	node dist/bin.js
@@ -54,6 +54,12 @@ ifeq ($(DB),postgres)
 	PDS_BENCH_POSTGRES_URL=$(PG_BENCH_URL) node bench/multiprocess.ts --procs 1 --seconds $(MP_SECONDS)
 	PDS_BENCH_POSTGRES_URL=$(PG_BENCH_URL) node bench/multiprocess.ts --procs 2 --seconds $(MP_SECONDS)
 endif
+
+# How costs grow with the state (bench/scale.js): repository size, accounts, firehose
+# subscribers; QUICK=1 (under 10 minutes) stops at 100k records, 10k accounts, 100 subscribers;
+# DB=postgres on PostgreSQL. Writes bench/RESULTS.md and bench/scale-<db>.svg.
+bench-scale: build
+	node bench/scale.js $(BENCH_FLAGS)
 
 # The reference PDS (bench/peer/, its own package.json) runs on Node $(PEER_NODE_VERSION): its
 # better-sqlite3 12.x aborts under Node >= 24.19 (nodejs/node#65446), so it is rebuilt for that Node.

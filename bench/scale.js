@@ -1,0 +1,424 @@
+#!/usr/bin/env node
+// `make bench-scale`: how each cost grows with the size of the state. One JSON line per point on
+// stdout (and in bench/results/scale-<time>.jsonl), then bench/results/scale.svg and
+// bench/RESULTS.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
+//
+//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose]
+//
+// Curves: repository size (records in one repository, grown by applyWrites of 200), accounts
+// (seeded offline by bench/lib/seed.js: the project's own store code, one precomputed password
+// hash), firehose subscribers while writers commit 200 times a second. Loopback only; every
+// measure runs for a fixed time or count, and the whole run stops by itself.
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync, createWriteStream } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { request } from 'undici'
+import WebSocket from 'ws'
+import { runLoad, percentile } from './lib/load.js'
+import { cpuMs, memory } from './lib/proc.js'
+import { Xrpc } from './lib/xrpc.js'
+import { freePort } from './lib/servers.js'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const RESULTS = path.join(ROOT, 'bench', 'results')
+const argv = process.argv.slice(2)
+const opt = (name, dflt) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt)
+const quick = argv.includes('--quick') || process.env.QUICK === '1'
+const dbKind = opt('--db', 'sqlite')
+const only = opt('--only', 'repo,accounts,firehose').split(',')
+const SIZES = {
+  records: quick ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000],
+  accounts: quick ? [100, 10_000] : [100, 10_000, 100_000],
+  subscribers: quick ? [10, 100] : [10, 100, 1_000],
+}
+const SECONDS = quick ? 2 : 4
+const SEED_PASSWORD = 'bench-scale-password'
+const log = (m) => process.stderr.write(`${m}\n`)
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+const HARD_LIMIT_MIN = quick ? 15 : 120
+setTimeout(() => {
+  log(`bench-scale: hard limit of ${HARD_LIMIT_MIN} min reached`)
+  process.exit(3)
+}, HARD_LIMIT_MIN * 60_000).unref()
+
+mkdirSync(RESULTS, { recursive: true })
+const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+const jsonl = path.join(RESULTS, `scale-${dbKind}-${stamp}.jsonl`)
+const points = []
+function emit(p) {
+  const line = { curve: p.curve, db: dbKind, ...p }
+  points.push(line)
+  process.stdout.write(JSON.stringify(line) + '\n')
+  writeFileSync(jsonl, JSON.stringify(line) + '\n', { flag: 'a' })
+}
+
+// ---- the server: our dist/bin.js as a child process on a data directory kept across restarts
+const servers = new Set()
+process.on('exit', () => servers.forEach((c) => c.kill('SIGKILL')))
+async function newState() {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'pds-scale-'))
+  const port = await freePort()
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    PDS_PORT: String(port),
+    PDS_BIND: '127.0.0.1',
+    PDS_HOSTNAME: 'localhost',
+    PDS_DATA_DIRECTORY: dataDir,
+    PDS_RATE_LIMITS_ENABLED: 'false',
+    PDS_LOG_LEVEL: 'warn',
+    PDS_SERVICE_HANDLE_DOMAINS: '.test',
+    PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: '5000',
+  }
+  let cleanup = async () => {}
+  if (dbKind === 'postgres') {
+    const url = process.env.PDS_TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test'
+    const schema = `scale_${process.pid}_${Date.now().toString(36)}`
+    Object.assign(env, {
+      PDS_DB_POSTGRES_URL: url,
+      PDS_DB_POSTGRES_SCHEMA: schema,
+      PDS_JWT_SECRET: randomBytes(32).toString('hex'),
+      PDS_OAUTH_SIGNING_KEY: randomBytes(32).toString('hex'),
+      PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: randomBytes(32).toString('hex'),
+    })
+    cleanup = async () => {
+      const { default: pg } = await import('pg')
+      const c = new pg.Client({ connectionString: url })
+      await c.connect()
+      await c.query(`drop schema if exists "${schema}" cascade`)
+      await c.end()
+    }
+  }
+  const url = `http://127.0.0.1:${port}`
+  let child
+  const state = {
+    url,
+    env,
+    get pid() {
+      return child.pid
+    },
+    /** starts the server; ms from spawn to the first answered request */
+    async start() {
+      const t0 = performance.now()
+      child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      servers.add(child)
+      const out = createWriteStream(path.join(RESULTS, 'scale.server.log'), { flags: 'a' })
+      child.stdout.pipe(out)
+      child.stderr.pipe(out)
+      for (let i = 0; ; i++) {
+        if (child.exitCode !== null) throw new Error('server exited; see bench/results/scale.server.log')
+        try {
+          const res = await request(`${url}/xrpc/_health`)
+          await res.body.text()
+          if (res.statusCode === 200) return performance.now() - t0
+        } catch {}
+        if (i > 3000) throw new Error('server not healthy within 60 s')
+        await sleep(20)
+      }
+    },
+    async stop() {
+      if (child && child.exitCode === null) {
+        const gone = new Promise((r) => child.once('exit', r))
+        child.kill('SIGTERM')
+        await gone
+      }
+      servers.delete(child)
+    },
+    async dispose() {
+      await state.stop()
+      await cleanup()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+  return state
+}
+
+/** accounts straight into the store (bench/lib/seed.js), with the server stopped */
+function seed(state, from, count) {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'seed.js'), String(from), String(count)], { env: state.env, stdio: 'inherit' })
+    c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`seed exited ${code}`))))
+  })
+}
+
+/** a runLoad with the server's CPU ms per op around it */
+async function measured(state, load) {
+  const c0 = cpuMs(state.pid)
+  const r = await runLoad(load)
+  const cpu = cpuMs(state.pid) - c0
+  return {
+    ops: r.ops,
+    errors: r.errors,
+    perSec: +(r.units / (r.elapsedMs / 1000)).toFixed(1),
+    p50: +percentile(r.latencies, 50).toFixed(2),
+    p99: +percentile(r.latencies, 99).toFixed(2),
+    cpuMsPerOp: +(cpu / Math.max(1, r.ops)).toFixed(3),
+    cpuMsPerUnit: +(cpu / Math.max(1, r.units)).toFixed(4),
+  }
+}
+
+/** RSS sampled every 10 ms while `fn` runs: growth over the level before */
+async function rssDuring(pid, fn) {
+  const before = memory(pid).rssMiB
+  let max = before
+  const t = setInterval(() => (max = Math.max(max, memory(pid).rssMiB)), 10)
+  try {
+    const out = await fn()
+    return { out, rssBeforeMiB: +before.toFixed(1), rssGrowthMiB: +(max - before).toFixed(1), peakMiB: +memory(pid).peakMiB.toFixed(1) }
+  } finally {
+    clearInterval(t)
+  }
+}
+
+async function login(x, handle) {
+  return x.call('com.atproto.server.createSession', { body: { identifier: handle, password: SEED_PASSWORD } })
+}
+
+// ---- repository size
+async function repoCurve() {
+  const state = await newState()
+  await seed(state, 0, 1)
+  await state.start()
+  const x = new Xrpc(state.url, 32)
+  const acct = await login(x, 's0x.test')
+  const token = acct.accessJwt
+  let have = 0
+  let batch = 0
+  const grow = async (to) => {
+    // the state itself, through the server's own applyWrites
+    while (have < to) {
+      const n = Math.min(200, to - have)
+      const writes = Array.from({ length: n }, (_, i) => ({
+        $type: 'com.atproto.repo.applyWrites#create',
+        collection: 'app.bsky.feed.post',
+        rkey: `s${String(have + i).padStart(8, '0')}`,
+        value: { $type: 'app.bsky.feed.post', text: `post ${have + i}`, createdAt: new Date().toISOString() },
+      }))
+      await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
+      have += n
+    }
+  }
+  for (const size of SIZES.records) {
+    const t0 = performance.now()
+    await grow(size)
+    log(`repo: ${size} records (grown in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
+    const post = () => ({ $type: 'app.bsky.feed.post', text: 'x', createdAt: new Date().toISOString() })
+    const createRecord = await measured(state, {
+      concurrency: 1,
+      durationMs: SECONDS * 1000,
+      op: () => x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.like', record: post() } }),
+    })
+    const applyWrites = await measured(state, {
+      concurrency: 1,
+      durationMs: SECONDS * 1000,
+      op: async () => {
+        const writes = Array.from({ length: 200 }, () => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.like', value: post() }))
+        await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
+        return 200
+      },
+    })
+    const rkey = (i) => `s${String(i).padStart(8, '0')}`
+    const getRecord = await measured(state, {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) => x.call('com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % size) } }),
+    })
+    const listRecords = await measured(state, {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) => x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % size) } }),
+    })
+    // getRepo: first byte, throughput, RSS growth while it streams
+    const c0 = cpuMs(state.pid)
+    const exp = await rssDuring(state.pid, async () => {
+      const t = performance.now()
+      const res = await request(`${state.url}/xrpc/com.atproto.sync.getRepo?did=${acct.did}`)
+      const chunks = []
+      let first
+      for await (const chunk of res.body) {
+        first ??= performance.now() - t
+        chunks.push(chunk)
+      }
+      return { first, ms: performance.now() - t, car: Buffer.concat(chunks) }
+    })
+    const exportCpu = cpuMs(state.pid) - c0
+    const car = exp.out.car
+    // importRepo of that CAR back into the same account
+    const imp = await rssDuring(state.pid, async () => {
+      const t = performance.now()
+      await x.call('com.atproto.repo.importRepo', { token, body: car, encoding: 'application/vnd.ipld.car' })
+      return performance.now() - t
+    })
+    emit({
+      curve: 'repo',
+      records: have,
+      createRecord,
+      applyWrites,
+      getRecord,
+      listRecords,
+      getRepo: {
+        bytes: car.length,
+        firstByteMs: +exp.out.first.toFixed(1),
+        ms: +exp.out.ms.toFixed(1),
+        MBps: +(car.length / 1e6 / (exp.out.ms / 1000)).toFixed(1),
+        cpuMs: +exportCpu.toFixed(0),
+        rssGrowthMiB: exp.rssGrowthMiB,
+      },
+      importRepo: { ms: +imp.out.toFixed(0), recordsPerSec: +(have / (imp.out / 1000)).toFixed(0), rssGrowthMiB: imp.rssGrowthMiB, peakMiB: imp.peakMiB },
+    })
+  }
+  await x.close()
+  await state.dispose()
+}
+
+// ---- accounts
+async function accountsCurve() {
+  for (const n of SIZES.accounts) {
+    const state = await newState()
+    const t0 = performance.now()
+    await seed(state, 0, n)
+    log(`accounts: ${n} seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    const startMs = await state.start()
+    await sleep(2000)
+    const idleRssMiB = +memory(state.pid).rssMiB.toFixed(1)
+    const x = new Xrpc(state.url, 32)
+    const pick = (i) => `s${(i * 7919) % n}x.test`
+    const sessions = []
+    for (let i = 0; i < 16; i++) sessions.push(await login(x, pick(i)))
+    const getSession = await measured(state, {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i, w) => x.call('com.atproto.server.getSession', { token: sessions[w].accessJwt }),
+    })
+    const createSession = await measured(state, { concurrency: 4, durationMs: SECONDS * 1000, op: (i) => login(x, pick(i + 100)) })
+    const createRecord = await measured(state, {
+      concurrency: 8,
+      durationMs: SECONDS * 1000,
+      op: (i, w) =>
+        x.call('com.atproto.repo.createRecord', {
+          token: sessions[w].accessJwt,
+          body: { repo: sessions[w].did, collection: 'app.bsky.feed.like', record: { $type: 'app.bsky.feed.like', subject: { uri: `at://${sessions[w].did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' }, createdAt: new Date().toISOString() } },
+        }),
+    })
+    // backfill: one consumer from cursor 0 over the whole log (two events per account and more)
+    const backfill = await replay(state.url)
+    emit({ curve: 'accounts', accounts: n, startMs: +startMs.toFixed(0), idleRssMiB, getSession, createSession, createRecord, backfill })
+    await x.close()
+    await state.dispose()
+  }
+}
+
+/** one consumer from cursor 0 over the whole log: events per second from its first frame to its last */
+function replay(url) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos?cursor=0`)
+    let events = 0
+    let first = 0
+    let last = 0
+    let quiet
+    const done = () => {
+      ws.terminate()
+      resolve({ events, perSec: +(events / Math.max(0.001, (last - first) / 1000)).toFixed(0) })
+    }
+    ws.on('message', () => {
+      last = performance.now()
+      if (!events++) first = last
+      clearTimeout(quiet)
+      // the log is done when nothing comes for a second (nothing writes meanwhile)
+      quiet = setTimeout(done, 1000)
+    })
+    ws.on('error', reject)
+  })
+}
+
+// ---- firehose
+const REV = Buffer.from([0x63, 0x72, 0x65, 0x76])
+async function firehoseCurve() {
+  for (const subs of SIZES.subscribers) {
+    const state = await newState()
+    await seed(state, 0, 8)
+    await state.start()
+    const x = new Xrpc(state.url, 32)
+    const sessions = []
+    for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
+    const answered = new Map()
+    const lags = []
+    let frames = 0
+    const sockets = []
+    const wsUrl = `${state.url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
+    for (let i = 0; i < subs; i++) {
+      const ws = new WebSocket(wsUrl)
+      await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))
+      ws.on('message', (buf) => {
+        const now = performance.now()
+        frames++
+        // the commit's rev, found without decoding: the body's first "rev" key is the top-level one
+        const at = buf.indexOf(REV)
+        if (at < 0) return
+        const rev = buf.toString('latin1', at + 5, at + 18)
+        const t = answered.get(rev)
+        if (t !== undefined) lags.push(now - t)
+      })
+      sockets.push(ws)
+    }
+    // one more that reads nothing: the others must not wait for it
+    const slow = new WebSocket(wsUrl)
+    await new Promise((r) => slow.once('open', r))
+    slow._socket.pause()
+    const rss0 = memory(state.pid).rssMiB
+    let maxRss = rss0
+    const rssTimer = setInterval(() => (maxRss = Math.max(maxRss, memory(state.pid).rssMiB)), 50)
+    // 200 commits a second across 8 accounts
+    const writes = SECONDS * 2 * 200
+    const c0 = cpuMs(state.pid)
+    const t0 = performance.now()
+    let sent = 0
+    await Promise.all(
+      sessions.map(async (s, w) => {
+        for (let i = w; i < writes; i += 8) {
+          const due = t0 + (i * 1000) / 200
+          if (due > performance.now()) await sleep(due - performance.now())
+          const r = await x.call('com.atproto.repo.createRecord', {
+            token: s.accessJwt,
+            body: { repo: s.did, collection: 'app.bsky.feed.like', record: { $type: 'app.bsky.feed.like', subject: { uri: `at://${s.did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' }, createdAt: new Date().toISOString() } },
+          })
+          answered.set(r.commit.rev, performance.now())
+          sent++
+        }
+      }),
+    )
+    const elapsed = performance.now() - t0
+    for (let i = 0; i < 200 && frames < sent * subs; i++) await sleep(50)
+    clearInterval(rssTimer)
+    const cpu = cpuMs(state.pid) - c0
+    lags.sort((a, b) => a - b)
+    emit({
+      curve: 'firehose',
+      subscribers: subs,
+      commitsPerSec: +(sent / (elapsed / 1000)).toFixed(0),
+      commits: sent,
+      framesExpected: sent * subs,
+      framesDelivered: frames,
+      lagP50Ms: +percentile(lags, 50).toFixed(2),
+      lagP99Ms: +percentile(lags, 99).toFixed(2),
+      cpuMsPerCommit: +(cpu / sent).toFixed(2),
+      rssMiB: +maxRss.toFixed(1),
+      slowSubscriberClosed: slow.readyState !== WebSocket.OPEN,
+    })
+    for (const ws of sockets) ws.terminate()
+    slow.terminate()
+    await x.close()
+    await state.dispose()
+  }
+}
+
+if (only.includes('repo')) await repoCurve()
+if (only.includes('accounts')) await accountsCurve()
+if (only.includes('firehose')) await firehoseCurve()
+const { writeReport } = await import('./lib/scale-report.js')
+writeReport(points, { quick, db: dbKind, jsonl })
+process.exit(0)
