@@ -187,7 +187,8 @@ async function repoCurve() {
   const acct = await login(x, 's0x.test')
   const token = acct.accessJwt
   let have = 0
-  let batch = 0
+  // the records named s<n>, which getRecord and listRecords pick from
+  let seeded = 0
   const grow = async (to) => {
     // the state itself, through the server's own applyWrites
     while (have < to) {
@@ -195,11 +196,12 @@ async function repoCurve() {
       const writes = Array.from({ length: n }, (_, i) => ({
         $type: 'com.atproto.repo.applyWrites#create',
         collection: 'app.bsky.feed.post',
-        rkey: `s${String(have + i).padStart(8, '0')}`,
-        value: { $type: 'app.bsky.feed.post', text: `post ${have + i}`, createdAt: new Date().toISOString() },
+        rkey: `s${String(seeded + i).padStart(8, '0')}`,
+        value: { $type: 'app.bsky.feed.post', text: `post ${seeded + i}`, createdAt: new Date().toISOString() },
       }))
       await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
       have += n
+      seeded += n
     }
   }
   for (const size of SIZES.records) {
@@ -210,27 +212,30 @@ async function repoCurve() {
     const createRecord = await measured(state, {
       concurrency: 1,
       durationMs: SECONDS * 1000,
-      op: () => x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.like', record: post() } }),
+      op: () => x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.post', record: post() } }),
     })
     const applyWrites = await measured(state, {
       concurrency: 1,
-      durationMs: SECONDS * 1000,
+      // a count, not a time: each call adds 200 records, and the point is about one size
+      count: 10,
       op: async () => {
-        const writes = Array.from({ length: 200 }, () => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.like', value: post() }))
+        const writes = Array.from({ length: 200 }, () => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', value: post() }))
         await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
         return 200
       },
     })
+    // the measures wrote records too: the repository is that much larger from here on
+    have += createRecord.ops + applyWrites.ops * 200
     const rkey = (i) => `s${String(i).padStart(8, '0')}`
     const getRecord = await measured(state, {
       concurrency: 16,
       durationMs: SECONDS * 1000,
-      op: (i) => x.call('com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % size) } }),
+      op: (i) => x.call('com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) } }),
     })
     const listRecords = await measured(state, {
       concurrency: 16,
       durationMs: SECONDS * 1000,
-      op: (i) => x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % size) } }),
+      op: (i) => x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) } }),
     })
     // getRepo: first byte, throughput, RSS growth while it streams
     const c0 = cpuMs(state.pid)
@@ -247,15 +252,28 @@ async function repoCurve() {
     })
     const exportCpu = cpuMs(state.pid) - c0
     const car = exp.out.car
-    // importRepo of that CAR back into the same account
-    const imp = await rssDuring(state.pid, async () => {
-      const t = performance.now()
-      await x.call('com.atproto.repo.importRepo', { token, body: car, encoding: 'application/vnd.ipld.car' })
-      return performance.now() - t
-    })
+    // importRepo of that CAR back into the same account, emptied first (import takes only an
+    // empty repository): at the largest size only, as emptying costs what growing did
+    let imp
+    if (size === SIZES.records.at(-1)) {
+      for (const collection of ['app.bsky.feed.post']) {
+        for (;;) {
+          const page = await x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection, limit: 100 } })
+          if (!page.records.length) break
+          const writes = page.records.map((r) => ({ $type: 'com.atproto.repo.applyWrites#delete', collection, rkey: r.uri.split('/').pop() }))
+          await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
+        }
+      }
+      imp = await rssDuring(state.pid, async () => {
+        const t = performance.now()
+        await x.call('com.atproto.repo.importRepo', { token, body: car, encoding: 'application/vnd.ipld.car' })
+        return performance.now() - t
+      })
+    }
     emit({
       curve: 'repo',
-      records: have,
+      records: size,
+      recordsAfter: have,
       createRecord,
       applyWrites,
       getRecord,
@@ -268,7 +286,7 @@ async function repoCurve() {
         cpuMs: +exportCpu.toFixed(0),
         rssGrowthMiB: exp.rssGrowthMiB,
       },
-      importRepo: { ms: +imp.out.toFixed(0), recordsPerSec: +(have / (imp.out / 1000)).toFixed(0), rssGrowthMiB: imp.rssGrowthMiB, peakMiB: imp.peakMiB },
+      importRepo: imp && { ms: +imp.out.toFixed(0), recordsPerSec: +(have / (imp.out / 1000)).toFixed(0), rssGrowthMiB: imp.rssGrowthMiB, peakMiB: imp.peakMiB },
     })
   }
   await x.close()
