@@ -364,7 +364,7 @@ async function firehoseCurve() {
     const sessions = []
     for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
     const answered = new Map()
-    const lags = []
+    const received = new Map()
     let frames = 0
     const sockets = []
     const wsUrl = `${state.url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
@@ -378,8 +378,10 @@ async function firehoseCurve() {
         const at = buf.indexOf(REV)
         if (at < 0) return
         const rev = buf.toString('latin1', at + 5, at + 18)
-        const t = answered.get(rev)
-        if (t !== undefined) lags.push(now - t)
+        // a frame may come before its write's answer: lags are taken once the run is over
+        const list = received.get(rev)
+        if (list) list.push(now)
+        else received.set(rev, [now])
       })
       sockets.push(ws)
     }
@@ -413,6 +415,11 @@ async function firehoseCurve() {
     for (let i = 0; i < 200 && frames < sent * subs; i++) await sleep(50)
     clearInterval(rssTimer)
     const cpu = cpuMs(state.pid) - c0
+    const lags = []
+    for (const [rev, times] of received) {
+      const t = answered.get(rev)
+      if (t !== undefined) for (const r of times) lags.push(r - t)
+    }
     lags.sort((a, b) => a - b)
     emit({
       curve: 'firehose',

@@ -11,10 +11,12 @@ const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'
 function panel({ x0, y0, w, h, title, xs, series, yLabel }) {
   const all = series.flatMap((s) => s.ys).filter((v) => Number.isFinite(v))
   const yMax = Math.max(1e-9, ...all) * 1.1
+  // a frame may arrive before its write's answer: lags can be below zero
+  const yMin = Math.min(0, ...all) * 1.1
   const lx = (v) => Math.log10(v)
   const [xa, xb] = [lx(Math.min(...xs)), lx(Math.max(...xs))]
   const px = (v) => x0 + 50 + ((lx(v) - xa) / Math.max(1e-9, xb - xa)) * (w - 70)
-  const py = (v) => y0 + h - 30 - (v / yMax) * (h - 60)
+  const py = (v) => y0 + h - 30 - ((v - yMin) / (yMax - yMin)) * (h - 60)
   const out = [
     `<text x="${x0 + w / 2}" y="${y0 + 16}" text-anchor="middle" font-size="13" font-weight="bold">${title}</text>`,
     `<line x1="${x0 + 50}" y1="${y0 + h - 30}" x2="${x0 + w - 20}" y2="${y0 + h - 30}" stroke="#444"/>`,
@@ -23,7 +25,7 @@ function panel({ x0, y0, w, h, title, xs, series, yLabel }) {
   ]
   for (const v of xs) out.push(`<text x="${px(v)}" y="${y0 + h - 15}" font-size="10" text-anchor="middle">${short(v)}</text>`)
   for (const f of [0, 0.5, 1]) {
-    const v = (yMax / 1.1) * f
+    const v = yMin / 1.1 + ((yMax - yMin) / 1.1) * f
     out.push(`<text x="${x0 + 46}" y="${py(v) + 3}" font-size="9" text-anchor="end">${+v.toPrecision(2)}</text>`)
   }
   series.forEach((s, i) => {
@@ -66,7 +68,7 @@ export function writeReport(points, { quick, db, jsonl }) {
       series: [
         { name: 'getRepo RSS growth (MiB)', ys: repo.map((p) => p.getRepo.rssGrowthMiB) },
         { name: 'getRepo first byte (ms)', ys: repo.map((p) => p.getRepo.firstByteMs) },
-        { name: 'importRepo RSS growth (MiB)', ys: repo.map((p) => p.importRepo.rssGrowthMiB) },
+        
       ],
     })
   }
@@ -109,7 +111,7 @@ export function writeReport(points, { quick, db, jsonl }) {
   if (repo.length) {
     md.push('## Repository size', '', '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB |', '|---|---|---|---|---|---|---|')
     for (const p of repo) {
-      md.push(`| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB} |`)
+      md.push(`| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}` : '-'} |`)
     }
     md.push('')
   }
