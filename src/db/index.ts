@@ -8,7 +8,7 @@ import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
 import type { Schema, Store } from './schema.js'
-import { postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
+import { limitSnapshots, postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
 import * as m003 from './migrations/003-repos.js'
@@ -92,7 +92,7 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
     pgPool = pool
     db = retryLostTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }))
   }
-  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable, snapshot })
+  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable, snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4) })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
 }

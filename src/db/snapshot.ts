@@ -115,3 +115,42 @@ export function postgresSnapshot(db: Kysely<Schema>): Promise<Snapshot> {
       })
   })
 }
+
+/**
+ * at most `n` snapshots open at once, the next waiting for one to end: on PostgreSQL each holds a
+ * pool connection for as long as its client takes to read, and the pool is shared with every request
+ */
+export function limitSnapshots(take: () => Promise<Snapshot>, n: number): () => Promise<Snapshot> {
+  let open = 0
+  const waiting: (() => void)[] = []
+  return async () => {
+    if (open >= n) await new Promise<void>((resolve) => waiting.push(resolve))
+    else open++
+    let snap: Snapshot
+    try {
+      snap = await take()
+    } catch (err) {
+      release()
+      throw err
+    }
+    let ended = false
+    return {
+      store: snap.store,
+      end: async () => {
+        if (ended) return
+        ended = true
+        try {
+          await snap.end()
+        } finally {
+          release()
+        }
+      },
+    }
+  }
+  // a slot passes straight to the next in line, or is given back
+  function release() {
+    const next = waiting.shift()
+    if (next) next()
+    else open--
+  }
+}
