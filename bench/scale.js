@@ -34,6 +34,8 @@ const SIZES = {
   accounts: quick ? [100, 10_000] : [100, 10_000, 100_000],
   subscribers: quick ? [10, 100] : [10, 100, 1_000],
 }
+// --records 1000,20000 (and --accounts, --subscribers): other sizes for a curve
+for (const k of Object.keys(SIZES)) if (opt(`--${k}`)) SIZES[k] = opt(`--${k}`).split(',').map(Number)
 const SECONDS = quick ? 2 : 4
 const SEED_PASSWORD = 'bench-scale-password'
 const log = (m) => process.stderr.write(`${m}\n`)

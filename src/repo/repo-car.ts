@@ -18,6 +18,13 @@ const STALL_MS = 60_000
 const pageSql = (dialect: Dialect, since: boolean) =>
   `select cid, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid > ?` +
   `${since ? ' and repo_rev > ?' : ''} order by cid limit ${PAGE}`
+// PostgreSQL: one cursor over the whole range, fetched a page at a time. Keyset pages
+// (`cid > last ... limit`) are planned as a scan of every remaining row and a sort while the table's
+// statistics are stale, which made each page cost as much as the rest of the repository.
+const cursorSql = (since: boolean) =>
+  `declare repo_car no scroll cursor for select cid, encode(content, 'hex') as hex from repo_block where did = ?` +
+  `${since ? ' and repo_rev > ?' : ''} order by cid`
+const FETCH = `fetch ${PAGE} from repo_car`
 const blockSql = (dialect: Dialect) => `select repo_rev, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid = ?`
 
 /**
@@ -47,13 +54,23 @@ function exportStream(dialect: Dialect, snap: Snapshot, did: string, root: strin
   let after = ''
   let done = false
   const sql = pageSql(dialect, since !== undefined)
+  let declared = false
+  const page = async () => {
+    if (dialect === 'postgres') {
+      if (!declared) {
+        await exec(snap.store, dialect, cursorSql(since !== undefined), since !== undefined ? [did, since] : [did])
+        declared = true
+      }
+      return exec<{ cid: string; hex: string }>(snap.store, dialect, FETCH, [])
+    }
+    return exec<{ cid: string; hex: string }>(snap.store, dialect, sql, since !== undefined ? [did, after, since] : [did, after])
+  }
 
   /** the next chunks, or null at the end */
   async function next(): Promise<Buffer[] | null> {
     while (!ready.length) {
       if (done || stream.destroyed) return null
-      const args = since !== undefined ? [did, after, since] : [did, after]
-      const { rows } = await exec<{ cid: string; hex: string }>(snap.store, dialect, sql, args)
+      const { rows } = await page()
       // the commit went out first
       for (const row of rows) if (row.cid !== root) car.add(row.cid, row.hex)
       if (rows.length < PAGE) {
