@@ -6,7 +6,6 @@ import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
-import type { WebSocketServer } from 'ws'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
@@ -17,7 +16,9 @@ import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
 import { optionalBodies } from './api/compat.js'
-import { exactXrpcRoutes, skipForXrpc } from './api/xrpc-paths.js'
+import { skipForXrpc } from './api/xrpc-paths.js'
+import { assertValidJsonText } from './api/json-text.js'
+import { exactXrpcRoutes, skipAuthResultParsing, streamServers } from './patches/xrpc-server.js'
 import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
@@ -133,7 +134,9 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     catchall: createProxy(services),
   })
   skipAuthResultParsing(api.xrpc)
-  const xrpcRoutes = exactXrpcRoutes(api.xrpc, { validateResponses: opts.validateResponses ?? false })
+  const xrpcRoutes = exactXrpcRoutes(api.xrpc, {
+    checkOutput: opts.validateResponses ? (nsid, out) => assertValidJsonText(api.xrpc.lex, nsid, out) : undefined,
+  })
   const methods = mountApi(api, services, rateLimits)
   const known = new Set(methods)
   limitStreams(api.xrpc)
@@ -275,7 +278,7 @@ async function listen(
     app,
   )
   if (streams) {
-    const subs = (streams.xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
+    const subs = streamServers(streams.xrpc)
     server.on('upgrade', (req, socket, head) => {
       const nsid = req.url?.match(/^\/xrpc\/([^?/]+)/)?.[1]
       const sub = nsid ? subs.get(nsid) : undefined
@@ -314,8 +317,7 @@ function refuseUpgrade(socket: Duplex, { status, error, message }: Refusal) {
 
 // Firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse.
 function limitStreams(xrpc: XrpcServer) {
-  const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
-  for (const { wss } of subs.values()) wss.options.maxPayload = HTTP_LIMITS.wsMaxPayloadBytes
+  for (const { wss } of streamServers(xrpc).values()) wss.options.maxPayload = HTTP_LIMITS.wsMaxPayloadBytes
 }
 
 function registerGauges({ metrics, firehose, db }: Services) {
@@ -355,8 +357,7 @@ function metricsRoute(metrics: Metrics) {
 // WebSocket subscribers are not the HTTP server's connections any more: say goodbye to each
 // (1001, going away), and cut off any that do not finish the close handshake in time.
 function closeStreams(xrpc: XrpcServer) {
-  const subs = (xrpc as unknown as { subscriptions: Map<string, { wss: WebSocketServer }> }).subscriptions
-  for (const { wss } of subs.values()) {
+  for (const { wss } of streamServers(xrpc).values()) {
     for (const ws of wss.clients) ws.close(1001, 'server shutting down')
     setTimeout(() => wss.clients.forEach((ws) => ws.terminate()), 1000).unref()
   }
@@ -382,17 +383,6 @@ function toXrpcError(err: unknown, logger: Logger): XRPCError {
   const x = XRPCError.fromError(err)
   if (x.statusCode === 500) logger.error({ err }, 'unhandled error')
   return x
-}
-
-/**
- * xrpc-server checks every auth result against its error-result schema, and that schema check
- * builds (and throws away) a validation error with a stack trace on each successful
- * authentication. Our verifiers signal failure by throwing, never by returning an error result,
- * so the result passes straight through.
- */
-function skipAuthResultParsing(xrpc: XrpcServer) {
-  const internals = xrpc as unknown as { createAuthVerifier: (cfg: { auth?: unknown }) => unknown }
-  internals.createAuthVerifier = (cfg) => cfg.auth ?? null
 }
 
 function requestLog(logger: Logger) {

@@ -4,7 +4,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { encode } from '@atproto/lex-cbor'
 import { expect, it } from 'vitest'
 import { commitBody } from '../src/repo/events.js'
-import { cidForDagCbor } from '../src/repo/mst-memo.js'
+import { cidForDagCbor } from '../src/repo/node-cbor.js'
 import { spliceSeqAndTime, withSeqAndTime } from '../src/sequencer/splice.js'
 import { describe } from './harness.js'
 

@@ -1,13 +1,14 @@
-// The write path's shortcuts around @atproto/repo (mst-memo.ts, commit.ts) must produce exactly
-// the bytes and CIDs the library itself produces; this fails when the installed library changes
-// shape under them.
+// The write path's shortcuts around @atproto/repo (src/patches/repo.ts, repo/node-cbor.ts,
+// repo/commit.ts) must produce exactly the bytes and CIDs the library itself produces; this fails
+// when the installed library changes shape under them.
 import { Secp256k1Keypair } from '@atproto/crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { decode as cborDecode, encode } from '@atproto/lex-cbor'
 import { cidForCbor } from '@atproto/lex-data'
 import { BlockMap, blocksToCarFile, Leaf, MemoryBlockstore, MST, mstUtil, Repo, verifyCommitSig, WriteOpAction, type RecordWriteOp } from '@atproto/repo'
 import { expect, it } from 'vitest'
-import { blockEntries, cidForDagCbor, encodeNode, installMstMemo, libraryMatches, unpatchedAddMap, unpatchedSerialize } from '../src/repo/mst-memo.js'
+import { cidForDagCbor, encodeNode } from '../src/repo/node-cbor.js'
+import { blockEntries, installRepoPatches, libraryMatches, unpatchedAddMap, unpatchedSerialize } from '../src/patches/repo.js'
 import { buildCommit, type TreeOp } from '../src/repo/commit.js'
 import { carFile, commitBody, type CommitEvent } from '../src/repo/events.js'
 import { describe } from './harness.js'
@@ -33,11 +34,11 @@ async function allNodes(tree: MST): Promise<MST[]> {
 describe('repository encoding shortcuts', () => {
   it('finds the installed library exactly as the patches expect it', () => {
     expect(libraryMatches()).toBe(true)
-    expect(installMstMemo()).toBe(true)
+    expect(installRepoPatches()).toBe(true)
   })
 
   it('merges block maps like the library does', async () => {
-    installMstMemo()
+    installRepoPatches()
     const a = new BlockMap()
     const b = new BlockMap()
     for (let i = 0; i < 20; i++) await (i % 2 ? a : b).add({ i })
@@ -50,7 +51,7 @@ describe('repository encoding shortcuts', () => {
   })
 
   it('encodes every node of a changing tree to the bytes and CID the library produces', async () => {
-    expect(installMstMemo()).toBe(true)
+    expect(installRepoPatches()).toBe(true)
     const storage = new MemoryBlockstore()
     let tree = await MST.create(storage)
     const live: string[] = []
@@ -104,7 +105,7 @@ describe('repository encoding shortcuts', () => {
   })
 
   it('commits the same blocks as the library without the patch would', async () => {
-    installMstMemo()
+    installRepoPatches()
     const keypair = await Secp256k1Keypair.create({ exportable: true })
     const storage = new MemoryBlockstore()
     let repo = await Repo.create(storage, DID, keypair)

@@ -4,6 +4,7 @@ import type { Server } from '../generated/server/index.js'
 import type { Services } from '../context.js'
 import { createVerifier } from '../auth/verifier.js'
 import type { RateLimits } from '../auth/rate-limits.js'
+import { onMethodAdded } from '../patches/xrpc-server.js'
 import getPreferences from './app/bsky/actor/getPreferences.js'
 import putPreferences from './app/bsky/actor/putPreferences.js'
 import resolveHandle from './com/atproto/identity/resolveHandle.js'
@@ -168,22 +169,21 @@ const handlers: ((api: Server, s: Services) => void)[] = [
 /** mounts the handlers and returns the method ids they registered */
 export function mountApi(api: Server, services: Services, rateLimits?: RateLimits): string[] {
   const mounted: string[] = []
-  const xrpc = api.xrpc
-  const method = xrpc.method.bind(xrpc)
-  xrpc.method = ((nsid: string, cfg: unknown) => {
-    const config = typeof cfg === 'function' ? { handler: cfg } : (cfg as object)
+  const claim = (nsid: string) => {
     if (mounted.includes(nsid)) throw new Error(`${nsid} has two handlers`)
     mounted.push(nsid)
-    const rateLimit = rateLimits?.forMethod(nsid)
-    method(nsid, { ...config, auth: createVerifier(nsid, services), ...(rateLimit ? { rateLimit } : {}) } as never)
-  }) as typeof xrpc.method
-  const streamMethod = xrpc.streamMethod.bind(xrpc)
-  xrpc.streamMethod = ((nsid: string, cfg: unknown) => {
-    const config = typeof cfg === 'function' ? { handler: cfg } : (cfg as object)
-    if (mounted.includes(nsid)) throw new Error(`${nsid} has two handlers`)
-    mounted.push(nsid)
-    streamMethod(nsid, { ...config, auth: createVerifier(nsid, services) } as never)
-  }) as typeof xrpc.streamMethod
+  }
+  onMethodAdded(api.xrpc, {
+    method: (nsid, config) => {
+      claim(nsid)
+      const rateLimit = rateLimits?.forMethod(nsid)
+      return { ...config, auth: createVerifier(nsid, services), ...(rateLimit ? { rateLimit } : {}) }
+    },
+    stream: (nsid, config) => {
+      claim(nsid)
+      return { ...config, auth: createVerifier(nsid, services) }
+    },
+  })
   for (const mount of handlers) mount(api, services)
   return mounted
 }

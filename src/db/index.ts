@@ -2,11 +2,12 @@
 // and runs the numbered migrations at start.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { Kysely, PostgresAdapter, PostgresDialect, type Transaction } from 'kysely'
+import { Kysely, PostgresAdapter, PostgresDialect } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
+import { retryTransactions } from '../patches/kysely.js'
 import type { Schema, Store } from './schema.js'
 import { limitSnapshots, postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
 import * as m001 from './migrations/001-init.js'
@@ -90,7 +91,11 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
     // client is idle): the loss surfaces on the next query, and the pool drops the client
     pool.on('connect', (client) => client.on('error', () => {}))
     pgPool = pool
-    db = retryLostTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }))
+    // a transaction cut off before COMMIT rolled back in full: run it again on a fresh connection
+    db = retryTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), {
+      attempts: TX_ATTEMPTS,
+      retryable: isConnectionLost,
+    })
   }
   const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable, snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4) })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
@@ -111,37 +116,6 @@ export function isConnectionLost(err: unknown): boolean {
   if (code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'EPIPE' || code === 'ETIMEDOUT') return true
   const msg = typeof e?.message === 'string' ? e.message : ''
   return /Connection terminated|not queryable|Client was closed/i.test(msg)
-}
-
-/**
- * Several processes share one PostgreSQL, and a connection can be cut under any of them. A
- * transaction whose connection is lost before COMMIT was sent rolled back in full, so it is run
- * again on a fresh connection (at most TX_ATTEMPTS times). One lost while committing is not:
- * whether it committed is unknown, and the error goes to the caller.
- */
-function retryLostTransactions(db: Kysely<Schema>): Kysely<Schema> {
-  const begin = db.transaction.bind(db)
-  db.transaction = () => {
-    const builder = begin()
-    const execute = builder.execute.bind(builder)
-    builder.execute = async <T>(fn: (trx: Transaction<Schema>) => Promise<T>): Promise<T> => {
-      for (let attempt = 1; ; attempt++) {
-        let committing = false
-        try {
-          return await execute(async (trx) => {
-            const out = await fn(trx)
-            committing = true
-            return out
-          })
-        } catch (err) {
-          if (committing || attempt >= TX_ATTEMPTS || !isConnectionLost(err)) throw err
-          await new Promise((r) => setTimeout(r, 25 * attempt))
-        }
-      }
-    }
-    return builder
-  }
-  return db
 }
 
 async function ensureSchema(pg: PgDriver, url: string, schema: string) {

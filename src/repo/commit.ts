@@ -7,9 +7,10 @@ import type { Keypair } from '@atproto/crypto'
 import { encode } from '@atproto/lex-cbor'
 import type { Cid } from '@atproto/lex-data'
 import { BlockMap, DataDiff, MST, type CommitData } from '@atproto/repo'
-import { cidForDagCbor, installMstMemo } from './mst-memo.js'
+import { cidForDagCbor } from './node-cbor.js'
+import { installRepoPatches } from '../patches/repo.js'
 
-installMstMemo()
+installRepoPatches()
 
 export type TreeOp =
   | { action: 'create' | 'update'; key: string; cid: Cid; bytes: Uint8Array }

@@ -5,7 +5,7 @@ import type { Cid } from '@atproto/lex-data'
 import { appendEvent } from '../sequencer/index.js'
 import { carChunks } from './car.js'
 import { CborWriter } from './cbor-writer.js'
-import { blockEntries } from './mst-memo.js'
+import { blockEntries } from '../patches/repo.js'
 import type { Store } from './storage.js'
 
 export type CommitOp = { action: 'create' | 'update' | 'delete'; path: string; cid: Cid | null; prev?: Cid }

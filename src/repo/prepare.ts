@@ -6,7 +6,7 @@ import { encode } from '@atproto/lex-cbor'
 import type { Cid, LexMap } from '@atproto/lex-data'
 import { isValidNsid, isValidRecordKey } from '@atproto/syntax'
 import { xrpcError } from '../errors.js'
-import { cidForDagCbor } from './mst-memo.js'
+import { cidForDagCbor } from './node-cbor.js'
 
 export type ValidationStatus = 'valid' | 'unknown'
 

@@ -5,7 +5,7 @@ import { parseCid, type Cid } from '@atproto/lex-data'
 import type { Kysely } from 'kysely'
 import { dialectOf, type Dialect, type Schema } from '../db/index.js'
 import { changed, exec, inList, valuesList } from '../db/raw.js'
-import { blockEntries, cidStrings } from './mst-memo.js'
+import { blockEntries, cidStrings } from '../patches/repo.js'
 
 import type { Store } from '../db/schema.js'
 export type { Store }

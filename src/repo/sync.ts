@@ -8,7 +8,7 @@ import { parseCid } from '@atproto/lex-data'
 import { BlockMap, CidSet, def, ensureV3Commit, Repo, verifyCommitSig } from '@atproto/repo'
 import type { Dialect } from '../db/index.js'
 import { appendSyncEvent } from './events.js'
-import { cidForDagCbor } from './mst-memo.js'
+import { cidForDagCbor } from './node-cbor.js'
 import { SqlRepoStorage, type Store } from './storage.js'
 import { lockRoot, signingKeyFor } from './writer.js'
 
