@@ -106,7 +106,7 @@ export async function sessionView(db: Store, account: AccountRow | AccountWithHe
     did: account.did,
     handle: account.handle,
     ...emailFields(account, showEmail),
-    ...(didDoc ? { didDoc: didDoc as unknown as { [k: string]: unknown } } : {}),
+    ...(didDoc ? { didDoc } : {}),
     active: account.status === 'active',
     ...(account.status === 'active' ? {} : { status: account.status }),
   }

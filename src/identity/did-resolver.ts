@@ -61,7 +61,7 @@ export class DidResolver {
       // the operator's directory is trusted wherever it points
       if (this.plcUrl) return this.getJson(`${this.plcUrl}/${encodeURIComponent(did)}`, false)
       const latest = await latestOp(this.db, did)
-      return latest ? (renderDidDoc(did, latest.op) as unknown as ServiceDidDoc) : null
+      return latest ? renderDidDoc(did, latest.op) : null
     }
     return null
   }

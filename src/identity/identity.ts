@@ -36,7 +36,7 @@ export async function hostedDidDocument({ db, config }: Pick<Deps, 'db' | 'confi
   const doc =
     config.plcUrl && did.startsWith('did:plc:') ? await resolveFromDirectory(config.plcUrl, did) : await didDocFor(db, did)
   if (!doc) throw xrpcError('DidNotFound', `DID not found: ${did}`)
-  return doc as unknown as Doc
+  return doc
 }
 
 // hosted DIDs first (read live, nothing cached); any other through the shared resolver
@@ -45,7 +45,7 @@ async function didDocument(deps: Deps, did: string, opts: Opts): Promise<Doc> {
   if (hosted) return hostedDidDocument(deps, did)
   const doc = await deps.didResolver.resolve(did, opts)
   if (!doc) throw xrpcError('DidNotFound', `DID not found: ${did}`)
-  return doc as unknown as Doc
+  return doc
 }
 
 /** the handle the document's first at:// alias names, when it is a valid handle */

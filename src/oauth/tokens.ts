@@ -64,22 +64,26 @@ export async function verifyOAuthToken(
   const typ = kind === 'access' ? 'at+jwt' : 'refresh+jwt'
   if (header.alg !== 'ES256K' || header.typ !== typ) return { ok: false, why: 'invalid' }
   if (!(await verifyEs256k(token, iss.key.didKey))) return { ok: false, why: 'invalid' }
-  const cnf = p.cnf as { jkt?: unknown } | undefined
-  if (
-    p.iss !== iss.issuer ||
-    p.aud !== iss.audience ||
-    typeof p.sub !== 'string' ||
-    !p.sub.startsWith('did:') ||
-    typeof p.scope !== 'string' ||
-    typeof p.jti !== 'string' ||
-    typeof p.exp !== 'number' ||
-    typeof cnf?.jkt !== 'string' ||
-    (kind === 'refresh') !== (p.token_kind === 'refresh')
-  ) {
-    return { ok: false, why: 'invalid' }
-  }
+  if (!hasClaims(p, iss, kind)) return { ok: false, why: 'invalid' }
   if (!opts.allowExpired && p.exp <= Math.floor(Date.now() / 1000)) return { ok: false, why: 'expired' }
-  return { ok: true, claims: p as unknown as OAuthTokenClaims }
+  return { ok: true, claims: p }
+}
+
+/** the claims a `kind` token of this issuer carries (every token it mints has an `iat`) */
+function hasClaims(p: Record<string, unknown>, iss: Issuer, kind: 'access' | 'refresh'): p is Record<string, unknown> & OAuthTokenClaims {
+  const cnf = p.cnf as { jkt?: unknown } | undefined
+  return (
+    p.iss === iss.issuer &&
+    p.aud === iss.audience &&
+    typeof p.sub === 'string' &&
+    p.sub.startsWith('did:') &&
+    typeof p.scope === 'string' &&
+    typeof p.jti === 'string' &&
+    typeof p.exp === 'number' &&
+    typeof p.iat === 'number' &&
+    typeof cnf?.jkt === 'string' &&
+    (kind === 'refresh') === (p.token_kind === 'refresh')
+  )
 }
 
 /** `transition:generic` is a superset of `atproto` (part 2 §4.6 rule 4) */

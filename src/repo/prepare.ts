@@ -92,7 +92,8 @@ export async function prepareRecordWrite(
       validationStatus = 'unknown'
     }
   }
-  const record = lexToIpld(lex) as unknown as LexMap
+  // lexToIpld is typed `unknown`; an object in is the same object, its blob refs as CIDs, out
+  const record = lexToIpld(lex) as LexMap
   let bytes: Uint8Array
   try {
     bytes = encode(record)
