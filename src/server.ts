@@ -18,7 +18,7 @@ import { mountApi } from './api/index.js'
 import { optionalBodies } from './api/compat.js'
 import { skipForXrpc } from './api/xrpc-paths.js'
 import { assertValidJsonText } from './api/json-text.js'
-import { exactXrpcRoutes, skipAuthResultParsing, streamServers } from './patches/xrpc-server.js'
+import { capStreamFrames, exactXrpcRoutes, skipAuthResultParsing, streamServers } from './patches/xrpc-server.js'
 import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
@@ -139,7 +139,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   })
   const methods = mountApi(api, services, rateLimits)
   const known = new Set(methods)
-  limitStreams(api.xrpc)
+  // firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse
+  capStreamFrames(api.xrpc, HTTP_LIMITS.wsMaxPayloadBytes)
   registerGauges(services)
 
   const app = express()
@@ -313,11 +314,6 @@ function refuseUpgrade(socket: Duplex, { status, error, message }: Refusal) {
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     () => socket.destroy(),
   )
-}
-
-// Firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse.
-function limitStreams(xrpc: XrpcServer) {
-  for (const { wss } of streamServers(xrpc).values()) wss.options.maxPayload = HTTP_LIMITS.wsMaxPayloadBytes
 }
 
 function registerGauges({ metrics, firehose, db }: Services) {

@@ -15,8 +15,11 @@
 // - onMethodAdded: `method()` and `streamMethod()` are what the generated server calls for every
 //   handler; wrapping them lets the caller inject each method's auth and rate limit.
 // - streamServers: the WebSocket server of each subscription, kept in `subscriptions`, for our own
-//   HTTP listener to route upgrades to, cap frames on, and close at shutdown (the library's
-//   `listen` does the routing only for a server it starts itself).
+//   HTTP listener to route upgrades to and close at shutdown (the library's `listen` does the
+//   routing only for a server it starts itself).
+// - capStreamFrames: the library creates those servers with ws's default frame limit (100 MiB)
+//   and no way to set it; ws (pinned too) reads `options.maxPayload` at each upgrade, so setting
+//   it afterwards caps every later connection.
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import type { Server as XrpcServer } from '@atproto/xrpc-server'
 import type { WebSocketServer } from 'ws'
@@ -124,4 +127,9 @@ const asConfig = (cfg: object): AnyConfig => (typeof cfg === 'function' ? { hand
 /** each subscription's WebSocket server, by method id */
 export function streamServers(xrpc: XrpcServer): ReadonlyMap<string, { wss: WebSocketServer }> {
   return xrpc.subscriptions
+}
+
+/** the largest frame a subscriber may send; call before the listener accepts upgrades */
+export function capStreamFrames(xrpc: XrpcServer, maxPayload: number): void {
+  for (const { wss } of xrpc.subscriptions.values()) wss.options.maxPayload = maxPayload
 }
