@@ -10,10 +10,16 @@ import { createServer as createXrpcServer, type Server as XrpcServer } from '@at
 import type { LexiconDoc } from '@atproto/lexicon'
 import { BlockMap, CidSet } from '@atproto/repo'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, SqliteDialect, sql, type DatabaseConnection, type Dialect, type Driver } from 'kysely'
+import { Kysely, SqliteDialect, sql, type Dialect, type Driver } from 'kysely'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterEach, expect, it } from 'vitest'
-import { capStreamFrames, exactXrpcRoutes, onMethodAdded, skipAuthResultParsing, streamServers } from '../src/patches/xrpc-server.js'
+import {
+  capStreamFrames,
+  exactXrpcRoutes,
+  onMethodAdded,
+  skipAuthResultParsing,
+  streamServers,
+} from '../src/patches/xrpc-server.js'
 import { blockEntries, cidStrings, installRepoPatches, libraryMatches } from '../src/patches/repo.js'
 import { retryTransactions } from '../src/patches/kysely.js'
 import { assertValidJsonText, jsonText } from '../src/api/json-text.js'
@@ -39,14 +45,19 @@ const lexicons: LexiconDoc[] = [
       main: {
         type: 'query',
         parameters: { type: 'params', properties: { n: { type: 'integer', maximum: 100 }, flag: { type: 'boolean' } } },
-        output: { encoding: 'application/json', schema: { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } } },
+        output: {
+          encoding: 'application/json',
+          schema: { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } },
+        },
       },
     },
   },
   {
     lexicon: 1,
     id: 'io.example.post',
-    defs: { main: { type: 'procedure', output: { encoding: 'application/json', schema: { type: 'object', properties: {} } } } },
+    defs: {
+      main: { type: 'procedure', output: { encoding: 'application/json', schema: { type: 'object', properties: {} } } },
+    },
   },
   {
     lexicon: 1,
@@ -83,11 +94,18 @@ describe('xrpc-server patches', () => {
     // method() registers through addRoute; createHandler asks for the auth and params verifiers
     const seen: string[] = []
     const addRoute = xrpc['addRoute'].bind(xrpc)
-    xrpc['addRoute'] = (nsid: string, def: unknown, cfg: unknown) => (seen.push(`route ${nsid}`), addRoute(nsid, def, cfg))
+    const spied: typeof addRoute = (nsid, def, cfg) => {
+      seen.push(`route ${nsid}`)
+      return addRoute(nsid, def, cfg)
+    }
+    xrpc['addRoute'] = spied
     const authVerifier = xrpc['createAuthVerifier'].bind(xrpc)
     xrpc['createAuthVerifier'] = (cfg: unknown) => (seen.push('auth'), authVerifier(cfg))
     const paramsVerifier = xrpc['createLexiconParamsVerifier'].bind(xrpc)
-    xrpc['createLexiconParamsVerifier'] = (nsid: string, def: unknown) => (seen.push(`params ${nsid}`), paramsVerifier(nsid, def))
+    xrpc['createLexiconParamsVerifier'] = (nsid: string, def: unknown) => {
+      seen.push(`params ${nsid}`)
+      return paramsVerifier(nsid, def)
+    }
     xrpc.method('io.example.get', () => ({ encoding: 'application/json', body: { n: 1 } }))
     expect(seen).toEqual(['route io.example.get', 'auth', 'params io.example.get'])
   })
@@ -136,7 +154,10 @@ describe('xrpc-server patches', () => {
     expect(xrpc['createAuthVerifier']({})).toBe(null)
     xrpc.method('io.example.get', {
       auth,
-      handler: (ctx: { auth: { credentials: { who: string } } }) => ({ encoding: 'application/json', body: { n: ctx.auth.credentials.who === 'me' ? 1 : 0 } }),
+      handler: (ctx: { auth: { credentials: { who: string } } }) => ({
+        encoding: 'application/json',
+        body: { n: ctx.auth.credentials.who === 'me' ? 1 : 0 },
+      }),
     })
     const url = await serve(xrpc.routes)
     expect(await (await fetch(`${url}/xrpc/io.example.get`)).json()).toEqual({ n: 1 })
@@ -149,7 +170,10 @@ describe('xrpc-server patches', () => {
       method: (nsid, config) => (added.push(nsid), { ...config, auth: async () => ({ credentials: 7 }) }),
       stream: (nsid, config) => (added.push(nsid), config),
     })
-    xrpc.method('io.example.get', (ctx: { auth: { credentials: number } }) => ({ encoding: 'application/json', body: { n: ctx.auth.credentials } }))
+    xrpc.method('io.example.get', (ctx: { auth: { credentials: number } }) => ({
+      encoding: 'application/json',
+      body: { n: ctx.auth.credentials },
+    }))
     xrpc.streamMethod('io.example.stream', async function* () {})
     expect(added).toEqual(['io.example.get', 'io.example.stream'])
     const url = await serve(xrpc.routes)
@@ -220,7 +244,7 @@ function flakyDb(state: { failCommit: boolean }) {
         acquireConnection: () => driver.acquireConnection(),
         beginTransaction: (c, s) => driver.beginTransaction(c, s),
         rollbackTransaction: (c) => driver.rollbackTransaction(c),
-        releaseConnection: (c: DatabaseConnection) => driver.releaseConnection(c),
+        releaseConnection: (c) => driver.releaseConnection(c),
         destroy: () => driver.destroy(),
         commitTransaction: async (c) => {
           if (state.failCommit) {
@@ -266,9 +290,10 @@ describe('Kysely patch', () => {
 
     state.failCommit = true
     runs = 0
-    await expect(db.transaction().execute(async (trx) => void (await trx.insertInto('t').values({ n: 10 + ++runs }).execute()))).rejects.toThrow(
-      /Connection terminated/,
-    )
+    const insert = db.transaction().execute(async (trx) => {
+      await trx.insertInto('t').values({ n: 10 + ++runs }).execute()
+    })
+    await expect(insert).rejects.toThrow(/Connection terminated/)
     expect(runs).toBe(1)
 
     runs = 0

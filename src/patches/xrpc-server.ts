@@ -30,14 +30,15 @@ type StreamOptions = Parameters<XrpcServer['streamMethod']>[1]
 type MethodConfig = Exclude<MethodOptions, (...args: never[]) => unknown>
 type StreamConfig = Exclude<StreamOptions, (...args: never[]) => unknown>
 // the private members' shapes as of the pinned version (the declarations leave them untyped)
-type ParamsVerifier = (nsid: string, def: LexXrpcQuery | LexXrpcProcedure | LexXrpcSubscription) => (req: Request) => unknown
+type MethodDef = LexXrpcQuery | LexXrpcProcedure | LexXrpcSubscription
+type ParamsVerifier = (nsid: string, def: MethodDef) => (req: Request) => unknown
 type AuthVerifierFactory = (cfg: { auth?: unknown }) => unknown
 
 /**
  * Call before any method is added. `checkOutput(nsid, output)`, when given, sees every handler's
- * output before it is sent (xrpc-server skips its own check for pass-through bodies). Returns the request
- * handler to mount in place of the library's router; paths the map does not know (other letter
- * case, a trailing slash) still reach the route express would pick.
+ * output before it is sent (xrpc-server skips its own check for pass-through bodies). Returns
+ * the request handler to mount in place of the library's router; paths the map does not know
+ * (other letter case, a trailing slash) still reach the route express would pick.
  */
 export function exactXrpcRoutes(
   xrpc: XrpcServer,
