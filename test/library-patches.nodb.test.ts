@@ -21,7 +21,7 @@ import {
   streamServers,
 } from '../src/patches/xrpc-server.js'
 import { blockEntries, cidStrings, installRepoPatches, libraryMatches } from '../src/patches/repo.js'
-import { retryTransactions } from '../src/patches/kysely.js'
+import { afterCommit, retryTransactions } from '../src/patches/kysely.js'
 import { assertValidJsonText, jsonText } from '../src/api/json-text.js'
 import { describe } from './harness.js'
 
@@ -304,6 +304,24 @@ describe('Kysely patch', () => {
       }),
     ).rejects.toThrow('gone')
     expect(runs).toBe(3)
+    await db.destroy()
+  })
+
+  it('tells of each commit, with the transaction the work last ran in, and of nothing rolled back', async () => {
+    const db = retryTransactions(flakyDb({ failCommit: false }), { attempts: 3, retryable: lost })
+    const committed: unknown[] = []
+    afterCommit(db, (trx) => committed.push(trx))
+    await sql`create table t (n integer)`.execute(db)
+    const seen: unknown[] = []
+    await db.transaction().execute(async (trx) => {
+      seen.push(trx)
+      await trx.insertInto('t').values({ n: 1 }).execute()
+      if (seen.length === 1) throw Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })
+    })
+    expect(seen.length).toBe(2)
+    expect(committed).toEqual([seen[1]])
+    await expect(db.transaction().execute(async () => Promise.reject(new Error('no')))).rejects.toThrow('no')
+    expect(committed.length).toBe(1)
     await db.destroy()
   })
 })

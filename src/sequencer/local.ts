@@ -3,7 +3,8 @@
 // committed (on SQLite, once its fsync is done: what the writer's answer waits for too), instead
 // of waiting for the next read of the log. The log stays the source of truth: the firehose takes
 // a handed event only when it directly follows the last one it sent, and reads the log otherwise.
-import type { Db, Store } from '../db/index.js'
+import type { Db, Schema, Store } from '../db/index.js'
+import { afterCommit } from '../patches/kysely.js'
 
 export type LocalEvent = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
 type Sink = (events: LocalEvent[]) => void
@@ -23,24 +24,11 @@ export function noteEvent(db: Store, ev: LocalEvent) {
 /** hands the events of every transaction committed through `db` to `sink` */
 export function deliverCommittedEvents(db: Db, sink: Sink) {
   sinks.set(db, sink)
-  const begin = db.transaction.bind(db)
-  db.transaction = () => {
-    const builder = begin()
-    const execute = builder.execute.bind(builder)
-    builder.execute = async (fn) => {
-      // a retried transaction runs `fn` again on a new one: only the last, committed, counts
-      let last: object | undefined
-      const out = await execute((trx) => {
-        last = trx
-        return fn(trx)
-      })
-      const events = last && pending.get(last)
-      if (events) {
-        pending.delete(last!)
-        sink(events)
-      }
-      return out
-    }
-    return builder
-  }
+  // a retried transaction runs its work again on a new one: only the last, committed, counts
+  afterCommit<Schema>(db, (trx) => {
+    const events = pending.get(trx)
+    if (!events) return
+    pending.delete(trx)
+    sink(events)
+  })
 }
