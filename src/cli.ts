@@ -68,7 +68,7 @@ async function main(argv: string[]): Promise<number> {
     return 0
   }
   const config = cmd.noDb ? loadConfig(withoutSecretFile(process.env)) : loadConfig()
-  if (cmd.noDb) return cmd.run({ config, db: undefined as unknown as Db }, parsed)
+  if (cmd.noDb) return cmd.run({ config }, parsed)
   const db = await openDb(config.db)
   try {
     return await cmd.run({ config, db }, parsed)

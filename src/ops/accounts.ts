@@ -21,7 +21,11 @@ import { output, positiveInt, str, UsageError, type Options, type Parsed } from 
 
 export type Ctx = { config: Config; db: Db }
 /** noDb: runs without opening the store (it may not exist yet); ctx.db is then absent */
-export type Command = { usage: string; options?: Options; noDb?: boolean; run(ctx: Ctx, p: Parsed): Promise<number> }
+/** `noDb`: runs without opening the store (and gets none) */
+export type Command = { usage: string; options?: Options } & (
+  | { noDb?: false; run(ctx: Ctx, p: Parsed): Promise<number> }
+  | { noDb: true; run(ctx: Pick<Ctx, 'config'>, p: Parsed): Promise<number> }
+)
 
 async function target(ctx: Ctx, p: Parsed, what: string): Promise<AccountRow> {
   const id = p.positionals[0]
