@@ -1,4 +1,4 @@
-// The whole account-migration flow (part 2 §4.10, ten steps) between two servers of ours on two
+// The whole account-migration flow with a reserved key (requestAccountMigrate to activateAccount) between two servers of ours on two
 // loopback ports sharing one PLC directory (@did-plc/server in this process, in memory) and one
 // mail sink (for the PLC-operation email token). Setup (unmeasured): an account on the origin with
 // `records` records and `blobs` blobs of 100 KiB (blob i referenced by record i). Measured: the wall
