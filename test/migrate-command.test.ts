@@ -1,7 +1,7 @@
 // `pds migrate` between two of our servers sharing one PLC directory (@did-plc/server in-process):
-// the reserved-key flow interrupted mid-blobs and resumed, and the standard atproto flow through the real
-// command line (password from the environment, PLC token on the second run). The summary's numbers
-// are checked against what the servers answer.
+// the reserved-key flow interrupted mid-blobs and resumed, and the standard atproto flow through
+// the real command line (password from the environment, PLC token on the second run). The summary's
+// numbers are checked against what the servers answer.
 import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { spawn } from 'node:child_process'

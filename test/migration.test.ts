@@ -1,6 +1,7 @@
 // Account migration between two servers on two loopback ports sharing one PLC directory
-// (@did-plc/server in-process): the reserved-key flow step by step
-// (requestAccountMigrate, reserveSigningKey, createAccount with plcOp, importRepo, blobs, PLC, activate), and what must fail on the way.
+// (@did-plc/server in-process): the reserved-key flow step by step (requestAccountMigrate,
+// reserveSigningKey, createAccount with plcOp, importRepo, blobs, PLC, activate), and what must
+// fail on the way.
 import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'

@@ -1,8 +1,8 @@
 // Every method id the server knows, with its auth check, the account statuses it admits, the
 // OAuth scope it requires, whether app-password sessions must be privileged, and its rate limit.
 // docs/decisions.md explains the rows that differ from the reference PDS (privileged app passwords,
-// deactivated accounts' migration methods, scopes of methods); a row may exist before its handler does. Handlers never see the Authorization header: they declare nothing, this table
-// does.
+// deactivated accounts' migration methods, scopes of methods); a row may exist before its handler
+// does. Handlers never see the Authorization header: they declare nothing, this table does.
 import type { AccountStatus } from '../db/index.js'
 
 export type Check =

@@ -1,9 +1,9 @@
-// `pds migrate`: moves one account between two servers, over XRPC only. The reserved-key flow
-// (requestAccountMigrate, reserveSigningKey, createAccount with plcOp) when both servers
-// serve it, else the standard atproto migration (getServiceAuth, createAccount with a service-auth
-// token, submitPlcOperation). Every step first checks whether it is already done (a session on
-// the destination, checkAccountStatus, listMissingBlobs, the DID document), so running the command
-// again after an interruption continues where it stopped.
+// `pds migrate`: moves one account between two servers, over XRPC only. The flow in which the
+// destination reserves the key (requestAccountMigrate, reserveSigningKey, createAccount with plcOp,
+// `--flow spec`) when both servers serve it, else the standard atproto migration (getServiceAuth,
+// createAccount with a service-auth token, submitPlcOperation). Every step first checks whether it
+// is already done (a session on the destination, checkAccountStatus, listMissingBlobs, the DID
+// document), so running the command again after an interruption continues where it stopped.
 import { verifyRepoCar } from '@atproto/repo'
 
 export type MigrateOptions = {

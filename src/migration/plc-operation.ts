@@ -1,8 +1,9 @@
-// signPlcOperation: consume the email token, overlay the given fields on the latest
-// operation, sign with the server's rotation key, store at seq + 1, publish upstream, follow the
-// handle, emit `#identity`, all in one transaction (publishing last, so a refusal undoes it all,
-// the token included). Except an operation moving the account to another server without a prior
-// requestAccountMigrate (standard atproto migration): signed and returned only, for the destination to submit.
+// signPlcOperation: consume the email token, overlay the given fields on the latest operation, sign
+// with the server's rotation key, store at seq + 1, publish upstream, follow the handle, emit
+// `#identity`, all in one transaction (publishing last, so a refusal undoes it all, the token
+// included). Except an operation moving the account to another server without a prior
+// requestAccountMigrate (standard atproto migration): signed and returned only, for the destination
+// to submit.
 import { parseDidKey } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import type { AccountRow } from '../account/store.js'

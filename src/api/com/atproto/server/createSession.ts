@@ -1,6 +1,7 @@
 // com.atproto.server.createSession: identifier (handle, email or DID) and password. Unknown
-// identifier and wrong password are the same 401 at the same cost, so a login reveals nothing: the main
-// password, then the app passwords (one more hash), or two burnt hashes for an unknown identifier.
+// identifier and wrong password are the same 401 at the same cost, so a login reveals nothing: the
+// main password, then the app passwords (one more hash), or two burnt hashes for an unknown
+// identifier.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
