@@ -1,6 +1,6 @@
 // Writes lexicons/<nsid path>.json for every method id in codegen/methods.txt and for every
-// document their refs reach, taken from the installed @atproto/api. Documents already present
-// under lexicons/ that are not official (the additions DECISIONS.md lists) are left alone.
+// document their refs reach, taken from the installed @atproto/api. Documents already present under
+// lexicons/ that are not official (this server's additions, see docs/decisions.md) are left alone.
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { schemas } from '@atproto/api'

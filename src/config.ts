@@ -1,4 +1,4 @@
-// The only reader of process.env. Every CONTRACT.md variable is parsed and validated here; a bad
+// The only reader of process.env. Every PDS_* variable is parsed and validated here; a bad
 // value stops the process with one line naming the variable.
 import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -312,7 +312,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 }
 
-// DECISIONS.md 22: with a shared database every process must agree on the secrets, so none is
+// with a shared database every process must agree on the secrets, so none is
 // generated.
 function secretsFromEnv(v: Vars): Secrets {
   const need = ['PDS_JWT_SECRET', 'PDS_OAUTH_SIGNING_KEY', 'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX'] as const

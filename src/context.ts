@@ -25,9 +25,9 @@ export type Services = {
   /** the server's PLC rotation key (PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX) */
   rotationKey: Keypair
   firehose: Firehose
-  /** OAuth signing key, issuer, DPoP replay store and client resolver (part 2) */
+  /** OAuth signing key, issuer, DPoP replay store and client resolver */
   oauth: OAuthServices
-  /** outgoing email, backend chosen at start (part 1 §2.6) */
+  /** outgoing email, backend chosen at start */
   mailer: Mailer
   blobstore: BlobStore
   /** Prometheus counters; modules bump theirs (e.g. metrics.emailFailures.inc()) */

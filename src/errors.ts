@@ -1,5 +1,5 @@
-// The named XRPC errors of the spec (part 1 §7, part 2 §7), the official lexicons and
-// DECISIONS.md, each with its HTTP status. Handlers throw these; nobody builds error bodies.
+// The named XRPC errors of the official lexicons and of this server's additions (docs/decisions.md),
+// each with its HTTP status. Handlers throw these; nobody builds error bodies.
 import { XRPCError } from '@atproto/xrpc-server'
 
 const named = {
@@ -64,13 +64,13 @@ const named = {
 
 export type ErrorName = keyof typeof named
 
-/** `xrpcError('ExpiredToken', 'Token has been revoked')`; `status` overrides where the spec gives another */
+/** `xrpcError('ExpiredToken', 'Token has been revoked')`; `status` overrides where one method answers another */
 export function xrpcError(name: ErrorName, message: string, status?: number): XRPCError {
   return new XRPCError(status ?? named[name], message, name)
 }
 
 /**
- * The status gate's 403 for an account in `status` (part 1 §5.1). AccountTakedown is 401 at
+ * The status gate's 403 for an account in `status`. AccountTakedown is 401 at
  * createSession (the official lexicon's error) but 403 here.
  */
 export function statusGateError(status: string): XRPCError {

@@ -101,7 +101,7 @@ describe('app passwords', () => {
     expect([refused.status, refused.body.error]).toEqual([401, 'ExpiredToken'])
   })
 
-  it('refuses a non-privileged app-password session on the DECISIONS.md 1 methods, and lets a privileged one through', async () => {
+  it('refuses a non-privileged app-password session on the account-control methods, and lets a privileged one through', async () => {
     const acct = await newAccount()
     const plain = (await login(acct.handle, await appPassword(acct.accessJwt, 'plain1'))).body.accessJwt
     const priv = (await login(acct.handle, await appPassword(acct.accessJwt, 'priv1', true))).body.accessJwt

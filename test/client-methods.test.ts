@@ -1,6 +1,7 @@
-// Methods today's clients call beyond the spec: the sign-up helpers, full identity resolution, the
-// deprecated sync reads and describeServer's upload limit. Every call goes through AtpAgent or the
-// generated client, both of which validate the response against the official lexicons.
+// Methods today's clients call beyond the core account and repository set: the sign-up helpers,
+// full identity resolution, the deprecated sync reads and describeServer's upload limit. Every call
+// goes through AtpAgent or the generated client, both of which validate the response against the
+// official lexicons.
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { AtpAgent, ComAtprotoTempCheckHandleAvailability } from '@atproto/api'

@@ -139,7 +139,7 @@ describe('configuration', () => {
     expect(loadConfig({ ...base(), PDS_EMAIL_BACKEND: 'http-json', PDS_EMAIL_HTTP_URL: 'http://127.0.0.1:1', PDS_EMAIL_HTTP_TOKEN: 't', PDS_EMAIL_FROM: 'a@b.c', PDS_EMAIL_HTTP_FLAVOR: 'vendor' }).email).toMatchObject({ flavor: 'postmark' })
   })
 
-  it('warns in exactly one line that the console email backend prints mail, tokens included (DECISIONS.md 21)', () => {
+  it('warns in exactly one line that the console email backend prints mail, tokens included', () => {
     const secrets = { PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64) }
     const mailWarnings = (env: Record<string, string>) => loadConfig({ ...base(), ...secrets, ...env }).warnings.filter((w) => /email/i.test(w))
     const consoleLines = mailWarnings({})

@@ -1,4 +1,4 @@
-// DPoP proof checks of part 2 §5.2 on the ES256 path (node:crypto, keys imported once per client).
+// DPoP proof checks (RFC 9449) on the ES256 path (node:crypto, keys imported once per client).
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import { calculateJwkThumbprint } from 'jose'
 import { describe, expect, it } from 'vitest'

@@ -90,7 +90,7 @@ describe('account lifecycle', () => {
     expect(await eventsOf(acct.did)).toEqual([])
   })
 
-  it('needs all four proofs at deleteAccount, with the DECISIONS.md 18 errors', async () => {
+  it('needs all four proofs at deleteAccount, with a named error for each failed proof', async () => {
     const acct = await newAccount()
     const other = await newAccount()
     expect((await post('requestAccountDelete', acct.accessJwt)).status).toBe(200)

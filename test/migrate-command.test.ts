@@ -1,7 +1,7 @@
 // `pds migrate` between two of our servers sharing one PLC directory (@did-plc/server in-process):
-// the spec flow interrupted mid-blobs and resumed, and the standard atproto flow through the real
-// command line (password from the environment, PLC token on the second run). The summary's numbers
-// are checked against what the servers answer.
+// the reserved-key flow interrupted mid-blobs and resumed, and the standard atproto flow through
+// the real command line (password from the environment, PLC token on the second run). The summary's
+// numbers are checked against what the servers answer.
 import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { spawn } from 'node:child_process'
@@ -104,7 +104,7 @@ describe('pds migrate', () => {
     await plc?.destroy()
   })
 
-  it('spec flow: interrupted after 4 of 12 blobs, the second run uploads only the other 8', async () => {
+  it('reserved-key flow: interrupted after 4 of 12 blobs, the second run uploads only the other 8', async () => {
     const { did } = await seed('walker.test', 'walker@example.com', 60, 12)
     const lines: string[] = []
     const abort = new AbortController()
@@ -124,7 +124,7 @@ describe('pds migrate', () => {
         signal: abort.signal,
       }),
     ).rejects.toThrow(/interrupted/)
-    expect(lines.some((l) => l.includes('spec migration flow'))).toBe(true)
+    expect(lines.some((l) => l.includes('reserved-key migration flow'))).toBe(true)
     const mid = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
     const status = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(mid.body.accessJwt) })
     expect(status.body).toMatchObject({ activated: false, indexedRecords: 60, expectedBlobs: 12, importedBlobs: 4 })

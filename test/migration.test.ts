@@ -1,5 +1,7 @@
 // Account migration between two servers on two loopback ports sharing one PLC directory
-// (@did-plc/server in-process): the ten steps of part 2 §4.10, and what must fail on the way.
+// (@did-plc/server in-process): the reserved-key flow step by step (requestAccountMigrate,
+// reserveSigningKey, createAccount with plcOp, importRepo, blobs, PLC, activate), and what must
+// fail on the way.
 import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
@@ -92,7 +94,7 @@ async function joinMigrating(name: string) {
   return { did, jwt: joined.body.accessJwt as string, signingKey: key as string }
 }
 
-/** an operation that passes the structural checks of §4.9 for `dest` (its signature proves nothing) */
+/** an operation that passes createAccount's structural checks for `dest` (its signature proves nothing) */
 const opFor = (signingKey: string, handle: string, over: Record<string, unknown> = {}) => ({
   type: 'plc_operation',
   rotationKeys: ['did:key:zQ3shP8A6bb1JZ4CTjQEWdK6MapQ5Z9FsW4mTpx2ehz9fJPEW'],
@@ -226,7 +228,7 @@ describe('account migration', () => {
     const status0 = await call(dest, 'com.atproto.server.checkAccountStatus', destJwt)
     expect(status0.body.active).toBe(false)
     expect(status0.body.status).toBe('deactivated')
-    // DECISIONS.md 14: a deactivated account may import but not write
+    // a deactivated account may import but not write
     const write = await call(dest, 'com.atproto.repo.createRecord', destJwt, {
       body: { repo: did, collection: 'com.example.post', record: { text: 'too early' } },
     })
@@ -284,7 +286,7 @@ describe('account migration', () => {
     }
     // five references a page, three records a CID: two CIDs cleared a round
     expect(rounds).toBe(10)
-    // uploaded blobs are referenced at once, never garbage-collected (DECISIONS.md 15)
+    // uploaded blobs are referenced at once, never garbage-collected
     const unref = await db.selectFrom('blob').select('cid').where('did', '=', did).where('referenced', '=', 0).execute()
     expect(unref).toEqual([])
 
@@ -349,7 +351,7 @@ describe('account migration', () => {
     }
   })
 
-  it('refuses createAccount with a DID in the order and with the names of §4.9', async () => {
+  it('refuses createAccount with a DID: structural checks first, each with its own error', async () => {
     const create = (body: Record<string, unknown>) => call(dest, 'com.atproto.server.createAccount', undefined, { body })
     const base = { handle: 'neg.test', email: 'neg@example.com', password: PASSWORD }
     const id = await plcIdentity('neg.test')

@@ -1,5 +1,5 @@
 // Two server processes sharing one database and one Redis: a DPoP proof accepted by one is a
-// replay at the other (PDS_DPOP_REPLAY_STORE=redis, DECISIONS.md 10).
+// replay at the other (PDS_DPOP_REPLAY_STORE=redis).
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, redisUrl, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 import { ath, authorize, dpopGet, dpopKey, exchange } from './oauth-helpers.js'

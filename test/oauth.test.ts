@@ -253,7 +253,7 @@ describe('OAuth authorization server', () => {
   })
 
   describe('token endpoint', () => {
-    it('exchanges a code for DPoP-bound tokens with the claims of part 2 §2.2 and §2.3', async () => {
+    it('exchanges a code for ES256K tokens bound to the DPoP key (cnf.jkt)', async () => {
       const { acct, key, tokens } = await signIn()
       expect(tokens).toMatchObject({ token_type: 'DPoP', expires_in: 1800, scope: 'atproto transition:generic', sub: acct.did })
       const h = decodeProtectedHeader(tokens.access_token)
@@ -500,7 +500,7 @@ describe('OAuth authorization server', () => {
       expect(again.json.error).toBe('InvalidToken')
     })
 
-    it('refuses a jti already accepted within 60 s even when another key signs it (§5.2)', async () => {
+    it('refuses a jti already accepted within 60 s even when another key signs it', async () => {
       const a = await signIn()
       const b = await signIn()
       const url = `${srv.publicUrl}/xrpc/com.atproto.server.getSession`

@@ -104,7 +104,7 @@ describe('preferences', () => {
     expect((await get(a.accessJwt)).body.preferences).toEqual([birth, label])
   })
 
-  it('lets a deactivated account read and write them (DECISIONS.md 14)', async () => {
+  it('lets a deactivated account read and write them, as migration tools do', async () => {
     const a = await account()
     await pds.services.db.updateTable('account').set({ status: 'deactivated' }).where('did', '=', a.did).execute()
     expect((await put(a.accessJwt, [adult])).status).toBe(200)

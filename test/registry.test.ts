@@ -39,7 +39,7 @@ describe('auth registry', () => {
     }
   })
 
-  it('keeps the deactivated exceptions to the methods the spec and DECISIONS.md 14 allow', () => {
+  it('keeps the deactivated exceptions to checkAccountStatus, activateAccount and what migrating in needs', () => {
     const admitted = Object.entries(registry)
       .filter(([, r]) => r.statuses?.includes('deactivated'))
       .map(([n]) => n)

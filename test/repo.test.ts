@@ -69,7 +69,7 @@ describe('repositories', () => {
     })
     const list = await agent.com.atproto.repo.listRecords({ repo: did, collection: 'app.bsky.feed.post' })
     expect(list.data.records).toEqual([])
-    // CONTRACT: unknown records and repositories are 404
+    // unknown records and repositories are 404
     const gone = await xrpc(pds.url, 'com.atproto.repo.getRecord', { params: { repo: did, collection: 'app.bsky.feed.post', rkey } })
     expect([gone.status, gone.body.error]).toEqual([404, 'RecordNotFound'])
     for (const nsid of ['com.atproto.repo.getRecord', 'com.atproto.repo.listRecords', 'com.atproto.repo.describeRepo']) {

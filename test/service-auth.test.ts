@@ -1,4 +1,5 @@
-// com.atproto.server.getServiceAuth (part 2 §4.7 with DECISIONS.md 7).
+// com.atproto.server.getServiceAuth: ES256K with the repository key for another service, HS256
+// for this one, never more than the caller holds.
 import { verifyJwt } from '@atproto/xrpc-server'
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'

@@ -36,7 +36,7 @@ function joseToken(opts: { typ?: string; scope?: string; iss?: string; aud?: str
 }
 
 describe('session token signing and checks', () => {
-  it('mints a pair that jose verifies, with the claims of part 1 §2.2', async () => {
+  it('mints a pair that jose verifies, with the session claims', async () => {
     const pair = await mintPair(keys, DID)
     const access = await jwtVerify(pair.accessJwt, secret, { typ: 'at+jwt', issuer: SERVICE, audience: SERVICE })
     expect(access.protectedHeader).toEqual({ alg: 'HS256', typ: 'at+jwt' })

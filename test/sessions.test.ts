@@ -159,7 +159,7 @@ describe('accounts and password sessions', () => {
   })
 
   describe('tokens', () => {
-    it('issues the token pair exactly as part 1 §2.2 says', async () => {
+    it('issues an HS256 pair: a 2-hour access token and a 60-day refresh token', async () => {
       const acct = await newAccount()
       const ah = decodeProtectedHeader(acct.accessJwt)
       const rh = decodeProtectedHeader(acct.refreshJwt)
@@ -284,7 +284,7 @@ describe('accounts and password sessions', () => {
     })
   })
 
-  describe('the access, refresh and status checks of part 1 §5.1', () => {
+  describe('the access, refresh and account-status checks', () => {
     let acct: Awaited<ReturnType<typeof newAccount>>
     beforeAll(async () => {
       acct = await newAccount()

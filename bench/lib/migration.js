@@ -1,8 +1,9 @@
-// The whole account-migration flow (part 2 §4.10, ten steps) between two servers of ours on two
-// loopback ports sharing one PLC directory (@did-plc/server in this process, in memory) and one
-// mail sink (for the PLC-operation email token). Setup (unmeasured): an account on the origin with
-// `records` records and `blobs` blobs of 100 KiB (blob i referenced by record i). Measured: the wall
-// time of steps 1-10, with each step's share.
+// The whole account-migration flow with a key the destination reserves (requestAccountMigrate to
+// activateAccount, ten steps) between two servers of ours on two loopback ports sharing one PLC
+// directory (@did-plc/server in this process, in memory) and one mail sink (for the PLC-operation
+// email token). Setup (unmeasured): an account on the origin with `records` records and `blobs`
+// blobs of 100 KiB (blob i referenced by record i). Measured: the wall time of steps 1-10, with
+// each step's share.
 import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'

@@ -1,4 +1,4 @@
-// App passwords (part 1 §2.4, §4.2): server-generated `xxxx-xxxx-xxxx-xxxx` secrets, returned once,
+// App passwords: server-generated `xxxx-xxxx-xxxx-xxxx` secrets, returned once,
 // stored only as a hash under the account's shared app-password salt.
 import { randomInt } from 'node:crypto'
 import { isUniqueViolation } from '../db/index.js'

@@ -1,4 +1,4 @@
-// A fresh account (part 1 §4.7, DECISIONS.md 20): a repository signing key, a signed did:plc
+// A fresh account: a repository signing key, a signed did:plc
 // genesis operation stored at sequence 0 of the local log, the account row, a session and the empty
 // signed repository, all in one transaction.
 import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'

@@ -1,4 +1,4 @@
-// Email tokens (part 1 §2.5): one per (did, purpose), 160 random bits as 32 characters of RFC 4648
+// Email tokens: one per (did, purpose), 160 random bits as 32 characters of RFC 4648
 // base32, consumed by a conditional delete so two concurrent uses of one token succeed once.
 import { randomBytes } from 'node:crypto'
 import { base32 } from 'multiformats/bases/base32'

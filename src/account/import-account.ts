@@ -1,4 +1,4 @@
-// Accounts that arrive with an existing DID (part 2 §4.9): the reserved signing key and
+// Accounts that arrive with an existing DID: the reserved signing key and
 // createAccount with `did` and a proof of control (a `plcOp` the DID's log holds or accepts, or a
 // service-auth token from the DID's current key). The account starts deactivated and
 // migrating-in, with no repository until importRepo.
@@ -47,7 +47,7 @@ type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound'>
 
 export async function createMigratingAccount(deps: Deps, input: MigratingAccountInput) {
   const { config, db } = deps
-  // the checks of part 2 §4.9, in order
+  // the structural checks first, each with its own message, then the proof of control
   if (!PLC_DID.test(input.did)) throw xrpcError('InvalidRequest', 'did must be a did:plc')
   const did = input.did
   if (await db.selectFrom('account').select('did').where('did', '=', did).executeTakeFirst()) {
@@ -159,7 +159,7 @@ export async function insertImported(
     .execute()
 }
 
-/** step 4 of part 2 §4.9: the operation must name the reserved key, this server and the handle */
+/** the operation must name the reserved key, this server and the handle */
 function checkPlcOp(raw: unknown, want: { signingKey: string; endpoint: string; handle: string }): SignedPlcOp {
   const bad = (why: string) => xrpcError('IncompatibleDidDoc', `plcOp: ${why}`)
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw bad('must be an object')

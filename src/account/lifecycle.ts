@@ -1,4 +1,4 @@
-// Account status transitions (part 1 §3, §6) and their `#account` / `#tombstone` events, each in
+// Account status transitions and their `#account` / `#tombstone` events, each in
 // the transaction of the change. Updates are conditional on the status they leave, so a
 // transition that lost a race does nothing and emits nothing.
 import type { Db } from '../db/index.js'

@@ -39,7 +39,7 @@ export async function burnPasswordCheck(password: string): Promise<void> {
   await verifyPassword(password, await dummy)
 }
 
-// App passwords (part 1 §2.4): server-generated random secrets, so they need no per-secret salt
+// App passwords: server-generated random secrets, so they need no per-secret salt
 // against guessing. Every app password of an account shares the account's salt: a login hashes
 // the candidate once and compares that one result against every stored hash.
 export const newAppPasswordSalt = () => randomBytes(SALT_LEN).toString('base64')

@@ -1,4 +1,4 @@
-// checkAccountStatus (part 1 §4.5, DECISIONS.md 6): the spec's fields and the official required
+// checkAccountStatus: did, handle, email, emailConfirmed, status, active and the official required
 // ones, every count cheap (no expected-records / expected-blocks).
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'

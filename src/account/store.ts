@@ -89,7 +89,7 @@ export async function didDocFor(db: Store, did: string): Promise<DidDocument | u
   return latest && renderDidDoc(did, latest.op)
 }
 
-/** DECISIONS.md 23: session responses carry didDoc only while it names this server */
+/** session responses carry didDoc only while it names this server: AtpAgent follows it */
 export async function sessionDidDoc(db: Store, account: AccountRow | AccountWithHead, publicUrl: string) {
   const doc = 'plc_cid' in account ? await didDocAtHead(db, account.did, account.plc_cid) : await didDocFor(db, account.did)
   return doc && pdsEndpoint(doc) === publicUrl ? doc : undefined

@@ -1,4 +1,4 @@
-// Procedures whose input DECISIONS.md 6 adds to an official lexicon that has none: official
+// Procedures whose input this server adds to an official lexicon that has none: official
 // clients call them without a body, which xrpc-server would refuse once the lexicon declares an
 // input. A bodiless call is treated as an empty JSON object.
 import type { NextFunction, Request, Response } from 'express'

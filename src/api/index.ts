@@ -148,7 +148,7 @@ const handlers: ((api: Server, s: Services) => void)[] = [
   syncListRepos,
   getPreferences,
   putPreferences,
-  // account migration (part 2 §4.8 to §4.10)
+  // account migration with a key the destination reserves
   requestAccountMigrate,
   identityRequestPlcOperationSignature,
   identitySignPlcOperation,

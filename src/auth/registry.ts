@@ -1,8 +1,8 @@
 // Every method id the server knows, with its auth check, the account statuses it admits, the
 // OAuth scope it requires, whether app-password sessions must be privileged, and its rate limit.
-// Rows come from part 1 §5.1, part 2 §4.6 and DECISIONS.md 1, 14 and 17; a row may exist before
-// its handler does. Handlers never see the Authorization header: they declare nothing, this table
-// does.
+// docs/decisions.md explains the rows that differ from the reference PDS (privileged app passwords,
+// deactivated accounts' migration methods, scopes of methods); a row may exist before its handler
+// does. Handlers never see the Authorization header: they declare nothing, this table does.
 import type { AccountStatus } from '../db/index.js'
 
 export type Check =
@@ -19,9 +19,10 @@ export type Row = {
   check: Check
   /** statuses admitted past the gate; default ['active'] (takendown and deleted never pass) */
   statuses?: Extract<AccountStatus, 'active' | 'deactivated'>[]
-  /** OAuth callers only: session callers are fully privileged (part 2 §4.6 rule 1) */
+  /** OAuth callers only: a password session holds every scope */
   scope?: Scope
-  /** DECISIONS.md 1: a non-privileged app-password session gets 403 InsufficientScope */
+  /** a non-privileged app-password session gets 403 InsufficientScope: it must not change the
+   *  address and then reset the password, or move the account away */
   privileged?: boolean | ((params: Record<string, unknown>) => boolean)
   /** no OAuth token may call it, whatever its scope: methods that could hand the account to
    *  someone else (its address, its password, a credential that outlives the app's grant) */
@@ -29,7 +30,7 @@ export type Row = {
   /** OAuth callers, beyond `scope`: a check that depends on the call's parameters */
   oauthAllows?: (scope: string, params: Record<string, unknown>) => boolean
   rateLimit?: RateLimitName
-  /** also accepts the migration service token of part 2 §4.8 as Bearer */
+  /** also accepts as Bearer the 60-minute migration token requestAccountMigrate hands out */
   migrationToken?: boolean
   /** also accepts, as Bearer, a service-auth JWT another server minted for this method (lxm = its id) */
   serviceAuth?: boolean
@@ -38,19 +39,19 @@ export type Row = {
 const DEACTIVATED_OK: Row['statuses'] = ['active', 'deactivated']
 
 export const registry: Record<string, Row> = {
-  // part 1: sessions
+  // sessions
   'com.atproto.server.createSession': { check: 'none', rateLimit: 'login' },
   'com.atproto.server.refreshSession': { check: 'refresh' },
   'com.atproto.server.deleteSession': { check: 'refresh' },
   'com.atproto.server.getSession': { check: 'access', scope: 'atproto' },
   'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true },
 
-  // part 1: app passwords
+  // app passwords
   'com.atproto.server.createAppPassword': { check: 'access', sessionOnly: true, privileged: true },
   'com.atproto.server.listAppPasswords': { check: 'access', sessionOnly: true, privileged: true },
   'com.atproto.server.revokeAppPassword': { check: 'access', sessionOnly: true, privileged: true },
 
-  // part 1: email flows
+  // email flows
   'com.atproto.server.requestEmailConfirmation': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
   'com.atproto.server.confirmEmail': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.server.requestEmailUpdate': { check: 'access', sessionOnly: true, privileged: true, rateLimit: 'email' },
@@ -58,7 +59,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.requestPasswordReset': { check: 'none', rateLimit: 'resetPassword' },
   'com.atproto.server.resetPassword': { check: 'none', rateLimit: 'resetPassword' },
 
-  // part 1: lifecycle
+  // lifecycle
   'com.atproto.server.checkAccountStatus': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
   'com.atproto.server.deactivateAccount': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
@@ -66,7 +67,7 @@ export const registry: Record<string, Row> = {
   // its password check spends the account's login budget
   'com.atproto.server.deleteAccount': { check: 'access', sessionOnly: true, rateLimit: 'login' },
 
-  // part 1: discovery
+  // discovery
   'com.atproto.server.describeServer': { check: 'none' },
   'com.atproto.identity.resolveHandle': { check: 'none' },
   'com.atproto.identity.resolveDid': { check: 'none' },
@@ -78,7 +79,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.temp.checkHandleAvailability': { check: 'none', rateLimit: 'handleCheck' },
   'com.atproto.temp.checkSignupQueue': { check: 'access', scope: 'atproto' },
 
-  // part 2 §4.6 and §4.7: invites and service auth
+  // invites and service auth
   'com.atproto.server.getAccountInviteCodes': { check: 'access', scope: 'atproto' },
   // a service token carries no more than the caller could do itself with the method it names
   'com.atproto.server.getServiceAuth': {
@@ -97,7 +98,7 @@ export const registry: Record<string, Row> = {
   'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
   'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
   'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'import' },
-  // DECISIONS.md 17: reads need `atproto` of an OAuth caller; anyone may read without a token
+  // reads need `atproto` of an OAuth caller, writes `transition:generic`; anyone may read without a token
   'com.atproto.repo.getRecord': { check: 'optional', scope: 'atproto' },
   'com.atproto.repo.listRecords': { check: 'optional', scope: 'atproto' },
   'com.atproto.repo.describeRepo': { check: 'optional', scope: 'atproto' },
@@ -124,11 +125,11 @@ export const registry: Record<string, Row> = {
   'com.atproto.identity.signPlcOperation': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.identity.submitPlcOperation': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
 
-  // part 2: migration
+  // migration with a key the destination reserves
   'com.atproto.server.requestAccountMigrate': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.server.reserveSigningKey': { check: 'optional', scope: 'transition:generic' },
 
-  // preferences (DECISIONS.md 14: migration tools copy them before activating)
+  // preferences: open to deactivated accounts, since migration tools copy them before activating
   'app.bsky.actor.getPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
   'app.bsky.actor.putPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
 

@@ -1,4 +1,4 @@
-// Service-auth tokens of part 2 §4.7 with DECISIONS.md 7: for another service, ES256K signed with
+// Service-auth tokens signed for their audience: for another service, ES256K signed with
 // the account's repository key (verifiable from the DID document); for this server's own DID,
 // HS256 with PDS_JWT_SECRET. Claims iss, aud, lxm (when given), iat, exp, jti.
 import { k256Keypair } from '../identity/k256.js'

@@ -1,4 +1,4 @@
-// Session token pair of part 1 §2.2: HS256 with PDS_JWT_SECRET; access (at+jwt, 2 h, never
+// Session token pair: HS256 with PDS_JWT_SECRET; access (at+jwt, 2 h, never
 // stored) and refresh (refresh+jwt, 60 days, one stored record per token).
 //
 // HS256 is done with node:crypto's synchronous HMAC on a KeyObject made once from the secret:
@@ -26,7 +26,7 @@ export type SessionClaims = {
   jti: string
   exp: number
   /** set when the session came from an app password: access tokens are never looked up, so the
-   *  token itself says whether the app password is privileged (DECISIONS.md 1) */
+   *  token itself says whether the app password is privileged */
   app_password?: AppPasswordClaim
   /** the account's credential generation when minted: a password change ends older tokens */
   gen?: number
@@ -117,7 +117,7 @@ export async function mintPair(
 const VERIFIED_MAX = 10_000
 type VerifiedClaims = SessionClaims & { nbf?: number }
 
-/** verifies signature, issuer, audience, typ, scope and expiry; errors are the spec's names */
+/** verifies signature, issuer, audience, typ, scope and expiry; errors are the lexicons' names */
 export async function verifySessionToken(
   keys: TokenKeys,
   token: string,

@@ -1,5 +1,5 @@
-// Turns a registry row into the verifier xrpc-server runs before the handler: the checks of
-// part 1 §5.1 (access, refresh, optional), HTTP Basic for admin, then the status gate, the
+// Turns a registry row into the verifier xrpc-server runs before the handler: the token checks
+// (access, refresh, optional), HTTP Basic for admin, then the status gate, the
 // privileged-only and session-only columns, and whether the token was revoked since it was minted.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { MethodAuthContext } from '@atproto/xrpc-server'
@@ -40,7 +40,7 @@ export type AccessAuth = AuthOutput<AccessCredentials>
 export type RefreshAuth = AuthOutput<RefreshCredentials>
 export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
 export type AdminAuth = AuthOutput<{ type: 'admin' }>
-/** public reads that also take the migration token of part 2 §4.8 (registry column migrationToken) */
+/** public reads that also take requestAccountMigrate's migration token (registry column migrationToken) */
 export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 /** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
 export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' }>
@@ -130,7 +130,7 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pro
   }
 }
 
-// part 2 §4.6 rule 2 to 4: the OAuth access token, its DPoP proof, the status gate, the scope
+// the OAuth access token, its DPoP proof, the status gate, the scope
 async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
   const verified = await verifyOAuthToken(deps.oauth, token, 'access')
   if (!verified.ok) {
@@ -194,7 +194,7 @@ async function refresh(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pr
   if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
   const claims = await verifySessionToken(deps.tokenKeys, token, 'refresh')
   const record = await getRefreshRecord(deps.db, claims.jti)
-  // part 1 §4.1 rule 6: a rotated (or logged-out) refresh token is ExpiredToken
+  // a rotated (or logged-out) refresh token is ExpiredToken
   if (!record || record.did !== claims.sub || record.kind !== 'session') {
     throw xrpcError('ExpiredToken', 'Token has been revoked')
   }

@@ -178,7 +178,7 @@ export interface BlobTable {
   takedown_ref?: Generated<string | null>
 }
 
-/** part 2 §2.8: keyed by DID, no link to an account; consumed by createAccount */
+/** reserveSigningKey: keyed by DID, no link to an account; consumed by createAccount */
 export interface ReservedSigningKeyTable {
   did: string
   private_key_hex: string

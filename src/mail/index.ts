@@ -1,8 +1,7 @@
-// Outgoing email (part 1 §2.6): one send function, its backend chosen once at start.
-// console: a structured log line with the body between two divider lines (tokens included, for
-// development). http-json: a POST in the shape the configured provider takes (providers.ts),
-// aborted after the configured timeout; a 4xx/5xx or network error is logged (never the body) and
-// fails.
+// Outgoing email: one send function, its backend chosen once at start. console: a structured log
+// line with the body between two divider lines (tokens included, for development only; it warns so
+// at start). http-json: a POST in the shape the configured provider takes (providers.ts), aborted
+// after the configured timeout; a 4xx/5xx or network error is logged (never the body) and fails.
 import { request } from '../outbound.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
@@ -54,7 +53,7 @@ export function createMailer(config: Config['email'], logger: Logger): Mailer {
   }
 }
 
-/** sends, turning a delivery failure into the call's error (part 1 §2.5 rule 2: the token stays) */
+/** sends, turning a delivery failure into the call's error (the token stays usable) */
 export async function deliver(mailer: Mailer, mail: Mail): Promise<void> {
   try {
     await mailer.send(mail)

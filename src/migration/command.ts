@@ -1,9 +1,9 @@
-// `pds migrate`: moves one account between two servers, over XRPC only. The spec's flow (part 2
-// §4.10: requestAccountMigrate, reserveSigningKey, createAccount with plcOp) when both servers
-// serve it, else the standard atproto migration (getServiceAuth, createAccount with a service-auth
-// token, submitPlcOperation). Every step first checks whether it is already done (a session on
-// the destination, checkAccountStatus, listMissingBlobs, the DID document), so running the command
-// again after an interruption continues where it stopped.
+// `pds migrate`: moves one account between two servers, over XRPC only. The flow in which the
+// destination reserves the key (requestAccountMigrate, reserveSigningKey, createAccount with plcOp,
+// `--flow spec`) when both servers serve it, else the standard atproto migration (getServiceAuth,
+// createAccount with a service-auth token, submitPlcOperation). Every step first checks whether it
+// is already done (a session on the destination, checkAccountStatus, listMissingBlobs, the DID
+// document), so running the command again after an interruption continues where it stopped.
 import { verifyRepoCar } from '@atproto/repo'
 
 export type MigrateOptions = {
@@ -129,7 +129,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     const spec = (await origin.serves('com.atproto.server.requestAccountMigrate', true)) && (await dest.serves('com.atproto.sync.listMissingBlobs', false))
     flow = spec ? 'spec' : 'standard'
   }
-  io.log(`      ${did}: ${flow === 'spec' ? 'both servers serve the spec migration flow' : 'standard atproto migration'}`)
+  io.log(`      ${did}: ${flow === 'spec' ? 'both servers serve the reserved-key migration flow (--flow spec)' : 'standard atproto migration'}`)
   const originStatus = (await origin.ok('com.atproto.server.checkAccountStatus')).json
   // a deactivated origin (a rerun after the last steps) no longer lists its blobs
   const originBlobs = (await countBlobs(origin, did).catch(() => undefined)) ?? originStatus.expectedBlobs

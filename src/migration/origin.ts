@@ -1,4 +1,4 @@
-// Origin side of account migration (part 2 §4.8): resolving the destination, the migrating-out
+// Origin side of account migration: resolving the destination, the migrating-out
 // state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import type { OutboundGuard } from '../net/guard.js'

@@ -1,8 +1,9 @@
-// signPlcOperation (part 2 §4.8): consume the email token, overlay the given fields on the latest
-// operation, sign with the server's rotation key, store at seq + 1, publish upstream, follow the
-// handle, emit `#identity`, all in one transaction (publishing last, so a refusal undoes it all,
-// the token included). Except an operation moving the account to another server outside the spec
-// flow (standard atproto migration): signed and returned only, for the destination to submit.
+// signPlcOperation: consume the email token, overlay the given fields on the latest operation, sign
+// with the server's rotation key, store at seq + 1, publish upstream, follow the handle, emit
+// `#identity`, all in one transaction (publishing last, so a refusal undoes it all, the token
+// included). Except an operation moving the account to another server without a prior
+// requestAccountMigrate (standard atproto migration): signed and returned only, for the destination
+// to submit.
 import { parseDidKey } from '@atproto/crypto'
 import type { Services } from '../context.js'
 import type { AccountRow } from '../account/store.js'
@@ -64,7 +65,7 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
         }
       }
       if (!unsigned.rotationKeys.includes(rotationKey.did())) {
-        // accepted (part 2 §4.8): after this, only the user's own keys can change the DID
+        // accepted: the user may drop this server's key, after which only their own keys change the DID
         logger.warn({ did }, "signPlcOperation: the operation removes this server's rotation key")
       }
       const op = await signOp(unsigned, rotationKey)
@@ -97,8 +98,8 @@ function requestedHandle(fields: ReturnType<typeof checkFields>, account: Accoun
 }
 
 /**
- * An operation handing the account to another server's endpoint outside the spec flow (no
- * requestAccountMigrate before it): the standard atproto migration, whose destination submits it.
+ * An operation handing the account to another server's endpoint with no requestAccountMigrate
+ * before it: the standard atproto migration, whose destination submits it.
  */
 function isStandardHandOff(account: AccountRow, op: UnsignedPlcOp, publicUrl: string): boolean {
   if (account.migration_state === 'migrating-out') return false
@@ -202,7 +203,7 @@ export async function submitPlcOperation(deps: Omit<Deps, 'outbound'>, account: 
     const latest = await latestOp(trx, did)
     await appendOp(trx, did, latest ? latest.seq + 1 : 0, signed)
     await identityEvent(trx, did, account.handle)
-    // an origin that publishes what it signs (ours does, part 2 §4.8) got there first: the
+    // an origin that publishes what it signs (ours does) got there first: the
     // directory's newest operation is this one, and a second submission would be refused
     const last = await lastFromDirectory(config.plcUrl!, did)
     if (!last || (await opCid(last)) !== (await opCid(signed))) await publishOp(config.plcUrl!, did, signed)

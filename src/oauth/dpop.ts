@@ -1,4 +1,4 @@
-// DPoP proof verification (RFC 9449, part 2 §2.7 and §5.2): typ, alg ES256K or ES256, the embedded
+// DPoP proof verification (RFC 9449): typ, alg ES256K or ES256, the embedded
 // public jwk signs the proof, iat within ±60 s, htm/htu equal to the live request (htu without
 // query and fragment, scheme and host from PDS_PUBLIC_URL), ath whenever an access token comes
 // with the proof, and a jti never accepted while a proof carrying it could still be accepted.

@@ -82,7 +82,7 @@ export function k256PublicJwk(keypair: Keypair): JWK {
 
 export type OAuthKey = { keypair: Keypair; didKey: string; jwk: JWK & { kid: string }; kid: string }
 
-/** the deployment's OAuth signing key (part 2 §2.1) from its hex scalar */
+/** the deployment's OAuth signing key (PDS_OAUTH_SIGNING_KEY) from its hex scalar */
 export async function loadOAuthKey(hex: string): Promise<OAuthKey> {
   const keypair = await k256Keypair(hex)
   const pub = k256PublicJwk(keypair)

@@ -1,4 +1,4 @@
-// The sign-in and consent page of /oauth/authorize (CONTRACT.md): a plain HTML form that works
+// The sign-in and consent page of /oauth/authorize: a plain HTML form that works
 // without JavaScript, posting handle, password, csrf_token and action=allow|deny. Authorize comes
 // first in the form so that pressing Enter signs in; the layout shows it on the right.
 

@@ -1,4 +1,4 @@
-// The authorization server's HTTP surface (part 2 §4.1 to §4.5): discovery, the key set, PAR,
+// The authorization server's HTTP surface: discovery, the key set, PAR,
 // the sign-in page, the token endpoint and revocation. Errors follow RFC 6749 §5.2
 // (`{error, error_description}`), never XRPC bodies.
 import { createHash, timingSafeEqual } from 'node:crypto'
@@ -239,7 +239,7 @@ export function oauthRoutes(deps: Deps): Router {
       return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
     }
     const account = await findAccount(db, handleInput)
-    // DECISIONS.md 2: the main password only, never an app password
+    // the main password only: an app password must not mint transition:generic tokens
     const ok = account?.password_hash
       ? await verifyPassword(password, account.password_hash)
       : (await burnPasswordCheck(password), false)
@@ -286,7 +286,7 @@ export function oauthRoutes(deps: Deps): Router {
     if (grant !== 'authorization_code' && grant !== 'refresh_token') {
       throw new OAuthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token')
     }
-    // §4.4 step 1 of both grants: the proof, against POST and this URL
+    // first, for both grants: the DPoP proof, against POST and this URL
     const proof = await dpopFor(req)
     const out = grant === 'authorization_code' ? await codeGrant(p, proof) : await refreshGrant(p, proof)
     res.setHeader('Cache-Control', 'no-store')
@@ -312,7 +312,8 @@ export function oauthRoutes(deps: Deps): Router {
     // recorded once the proof's key is the one the code is bound to
     await remember(proof)
     const now = nowIso()
-    // steps 2 to 5 in one transaction (DECISIONS.md 3); a failed check still burns the code
+    // the code is consumed and the tokens stored in one transaction, so a code works once; a failed
+    // check still burns the code
     const result = await db.transaction().execute(async (trx) => {
       const marked = await trx
         .updateTable('oauth_code')
@@ -367,7 +368,7 @@ export function oauthRoutes(deps: Deps): Router {
       throw new OAuthError(400, 'invalid_grant', 'The account is not available')
     }
     const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt, account.credential_gen)
-    // DECISIONS.md 3: conditional delete and insert in one transaction; concurrent uses win once
+    // conditional delete and insert in one transaction: concurrent uses of one refresh token win once
     const rotated = await db.transaction().execute(async (trx) => {
       const gone = await trx.deleteFrom('refresh_token').where('jti', '=', claims.jti).where('kind', '=', 'oauth').executeTakeFirst()
       if (Number(gone.numDeletedRows) !== 1) return false
@@ -406,7 +407,7 @@ export function oauthRoutes(deps: Deps): Router {
   r.use(['/oauth/par', '/oauth/token', '/oauth/revoke'], (err: unknown, req: Request, res: Response, next: NextFunction) => {
     // body-parser failures
     const e = err as { status?: number; expose?: boolean }
-    // §4.5: revoke answers 200 with an empty body whatever it is sent, an unreadable body too
+    // revoke answers 200 with an empty body whatever it is sent, an unreadable body too (RFC 7009 §2.2)
     if (req.originalUrl.split('?')[0] === '/oauth/revoke' && e && typeof e.status === 'number' && e.expose) return res.status(200).end()
     if (e && typeof e.status === 'number' && e.expose) {
       return res.status(400).json({ error: 'invalid_request', error_description: 'Malformed request body' })

@@ -1,4 +1,4 @@
-// OAuth access and refresh tokens (part 2 §2.2, §2.3): ES256K JWTs signed with the OAuth key,
+// OAuth access and refresh tokens: ES256K JWTs signed with the OAuth key,
 // bound to the client's DPoP key through cnf.jkt. Access tokens are not stored; each refresh token
 // has a refresh_token record of kind `oauth`, which is the authority.
 import { randomBytes } from 'node:crypto'
@@ -90,7 +90,7 @@ function hasClaims(
   )
 }
 
-/** `transition:generic` is a superset of `atproto` (part 2 §4.6 rule 4) */
+/** `transition:generic` is a superset of `atproto` */
 export function scopeAllows(granted: string, required: string): boolean {
   const have = new Set(granted.split(' ').filter(Boolean))
   if (have.has(required)) return true

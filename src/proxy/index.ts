@@ -60,12 +60,12 @@ export function createProxy(deps: ProxyDeps) {
       const fallback = appViewDefault(nsid, deps)
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
       const creds = await verifyAccessRequest(req, res, deps)
-      // chat reaches private messages: app passwords need the privileged flag (DECISIONS.md 1)
+      // chat reaches private messages: app passwords need the privileged flag
       if (inNamespace(nsid, 'chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
       }
       const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
-      // DECISIONS.md 7: the same service token getServiceAuth mints, for the target's DID
+      // the same service token getServiceAuth mints (ES256K, repository key), for the target's DID
       const jwt = await mintServiceAuth(deps, { iss: creds.did, aud: target.did, lxm: nsid })
       await forward(req, res, target, jwt, deps)
     } catch (err) {

@@ -1,5 +1,5 @@
 // Blob metadata around the blob store: an upload becomes a row of the uploading account, permanent
-// once a record references it (at once if a record already does, DECISIONS.md 15); unreferenced
+// once a record references it (at once if a record already does, as after an import); unreferenced
 // uploads are collected after a grace period.
 import type { Readable } from 'node:stream'
 import type { Db } from '../db/index.js'

@@ -22,7 +22,7 @@ export type CommitEvent = {
   prevData: Cid | null
 }
 
-// the subscribeRepos lexicon's limits on one #commit (DECISIONS.md 13)
+// the subscribeRepos lexicon's limits on one #commit; a larger import emits #sync instead
 export const MAX_COMMIT_OPS = 200
 export const MAX_COMMIT_BLOCK_BYTES = 2_000_000
 

@@ -21,7 +21,7 @@ export async function findRepoAccount(db: Store, repo: string): Promise<AccountR
   return row
 }
 
-/** repo.* reads: a missing, deleted or taken-down repository reads as not there (CONTRACT: 404) */
+/** repo.* reads: a missing, deleted or taken-down repository reads as not there (404) */
 export async function readableRepo(db: Store, repo: string): Promise<AccountRow> {
   const account = await findRepoAccount(db, repo)
   if (!account || account.status === 'takendown') throw xrpcError('RepoNotFound', `Could not find repo: ${repo}`)
@@ -130,7 +130,7 @@ async function asJson(db: Store, did: string, rows: PageRow[]): Promise<(string 
   return out
 }
 
-/** counters of checkAccountStatus (DECISIONS.md 6): maintained on write or answered from an index */
+/** counters of checkAccountStatus: maintained on write or answered from an index */
 export async function repoCounts(db: Store, did: string) {
   const root = await db.selectFrom('repo_root').selectAll().where('did', '=', did).executeTakeFirst()
   const expected = await db

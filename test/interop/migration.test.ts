@@ -72,7 +72,7 @@ async function migrate(from: AtpAgent, toUrl: string, account: Seeded, plcToken:
   expect(created.did).toBe(account.did)
   // the destination's session, sent to the destination itself: until the DID document names it, a
   // session agent would follow the document back to the origin (and our getSession refuses a
-  // deactivated account, part 1: only checkAccountStatus and activateAccount relax the gate)
+  // deactivated account: only checkAccountStatus and activateAccount relax the gate)
   to.setHeader('authorization', `Bearer ${created.accessJwt}`)
   // 3. repository
   const { data: car } = await from.com.atproto.sync.getRepo({ did: account.did })

@@ -1,4 +1,4 @@
-// App passwords, email tokens and invite codes (part 1 §2.4, §2.5; the admin API's invites).
+// App passwords, email tokens and invite codes.
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../index.js'
 

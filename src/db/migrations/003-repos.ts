@@ -13,7 +13,7 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('cid', 'text', (c) => c.notNull())
     .addColumn('rev', 'text', (c) => c.notNull())
     .addColumn('indexed_at', 'text', (c) => c.notNull())
-    // counters checkAccountStatus reads (DECISIONS.md 6), maintained by every write
+    // counters checkAccountStatus reads, maintained by every write
     .addColumn('block_count', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('record_count', 'integer', (c) => c.notNull().defaultTo(0))
     .execute()

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../index.js'
 
-// OAuth authorization server state (part 2 §2.4, §2.5): pushed authorization requests and
+// OAuth authorization server state: pushed authorization requests and
 // one-time authorization codes; OAuth refresh records remember the client they were issued to and
 // the access token minted with them.
 export async function up(db: Kysely<unknown>, _dialect: Dialect): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../index.js'
 
-// Account migration (part 2 §2.8, §4.8): signing keys reserved for DIDs that may move here, and the
+// Account migration: signing keys reserved for DIDs that may move here, and the
 // DID an account is moving to, which its 60-minute migration token names as `aud`.
 export async function up(db: Kysely<unknown>, _dialect: Dialect): Promise<void> {
   await db.schema

@@ -1,4 +1,4 @@
-// com.atproto.identity.signPlcOperation (part 2 §4.8): the email token buys one operation signed
+// com.atproto.identity.signPlcOperation: the email token buys one operation signed
 // with this server's rotation key over the latest one.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'

@@ -1,4 +1,4 @@
-// com.atproto.repo.importRepo (part 2 §4.9): a raw CAR body (application/vnd.ipld.car), streamed
+// com.atproto.repo.importRepo: a raw CAR body (application/vnd.ipld.car), streamed
 // under PDS_BLOB_UPLOAD_LIMIT, imported all-or-nothing.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'

@@ -1,4 +1,4 @@
-// com.atproto.repo.listMissingBlobs (official id; DECISIONS.md 8): see migration/missing-blobs.ts.
+// com.atproto.repo.listMissingBlobs (official id; one handler serves both ids): see migration/missing-blobs.ts.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

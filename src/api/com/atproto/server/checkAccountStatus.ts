@@ -1,4 +1,4 @@
-// com.atproto.server.checkAccountStatus: the spec's fields and the official ones (DECISIONS.md 6).
+// com.atproto.server.checkAccountStatus: this server's added fields and the official ones.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { mayReadEmail, type AccessAuth } from '../../../../auth/verifier.js'

@@ -1,5 +1,5 @@
 // com.atproto.server.confirmEmail: consumes the confirm-email token and marks the address
-// confirmed; a miss or an expired token is 401 InvalidToken (part 1 §4.3 rule 2).
+// confirmed; a miss or an expired token is 401 InvalidToken.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

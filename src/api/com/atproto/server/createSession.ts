@@ -1,6 +1,7 @@
 // com.atproto.server.createSession: identifier (handle, email or DID) and password. Unknown
-// identifier and wrong password are the same 401 at the same cost (part 1 §4.1 rule 2): the main
-// password, then the app passwords (one more hash), or two burnt hashes for an unknown identifier.
+// identifier and wrong password are the same 401 at the same cost, so a login reveals nothing: the
+// main password, then the app passwords (one more hash), or two burnt hashes for an unknown
+// identifier.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { xrpcError } from '../../../../errors.js'
@@ -12,20 +13,20 @@ import { matchLogin } from '../../../../account/app-passwords.js'
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
   api.com.atproto.server.createSession(async ({ input }) => {
     const { identifier, password } = input.body
-    // DECISIONS.md 5: bounds the cost of a request before any hashing
+    // over-long passwords are refused before any hashing, bounding the cost of a request
     if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
     const account = await findAccount(db, identifier)
     let ok = account?.password_hash
       ? await verifyPassword(password, account.password_hash)
       : (await burnPasswordCheck(password), false)
-    // part 1 §4.1 rule 1: then the app passwords, at the cost of one more hash in all
+    // then the app passwords, at the cost of one more hash in all
     let appPassword: Awaited<ReturnType<typeof matchLogin>>
     if (!ok) {
       if (account) appPassword = await matchLogin(db, account, password)
       else await burnPasswordCheck(password)
       ok = !!appPassword
     }
-    // DECISIONS.md 5: deleted answers like an unknown identifier; takendown has its own name
+    // deleted answers like an unknown identifier; takendown has its own name; deactivated signs in
     if (!account || !ok || account.status === 'deleted') {
       throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
     }

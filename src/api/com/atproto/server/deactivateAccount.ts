@@ -1,5 +1,5 @@
 // com.atproto.server.deactivateAccount: active → deactivated with an `#account` event; refresh
-// tokens stay valid. `deleteAfter` is accepted and ignored (part 1 §4.5).
+// tokens stay valid. `deleteAfter` is accepted and ignored.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

@@ -1,6 +1,6 @@
-// com.atproto.server.deleteAccount: all four proofs (part 1 §4.5 rule 3), errors per DECISIONS.md
-// 18 in this order: `did` mismatch 400 InvalidRequest, wrong MAIN password 401
-// AuthenticationRequired, bad or expired token 400 InvalidToken. The record is kept with status
+// com.atproto.server.deleteAccount: four proofs (a session, the account's did, its main password and
+// the emailed token), checked in this order: `did` mismatch 400 InvalidRequest, wrong MAIN password
+// 401 AuthenticationRequired, bad or expired token 400 InvalidToken. The record is kept with status
 // deleted; `#account` then `#tombstone`; refresh tokens are not revoked.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'

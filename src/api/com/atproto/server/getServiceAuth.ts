@@ -1,6 +1,6 @@
 // com.atproto.server.getServiceAuth: a short-lived token another service (or this one) accepts
-// as the caller (part 2 §4.7, DECISIONS.md 7). lxm=createAccount needs a privileged session: the
-// registry row says so.
+// as the caller: ES256K with the repository key for another service, HS256 for this one.
+// lxm=createAccount needs a privileged session: the registry row says so.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

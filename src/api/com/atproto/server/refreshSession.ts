@@ -1,4 +1,4 @@
-// com.atproto.server.refreshSession: part 1 §4.1 rule 4, made atomic (DECISIONS.md 3): the
+// com.atproto.server.refreshSession: rotation made atomic: the
 // presented record is removed by a conditional delete and its successor inserted in the same
 // transaction, so of concurrent presentations exactly one succeeds.
 import type { Server } from '../../../../generated/server/index.js'
@@ -17,7 +17,7 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
     const tokens = await db.transaction().execute(async (trx) => {
       const taken = await takeRefreshRecord(trx, jti)
       if (!taken) throw xrpcError('ExpiredToken', 'Token has been revoked')
-      // the app password name stays with the session through every rotation (part 1 §2.3); a
+      // the app password name stays with the session through every rotation; a
       // revoked app password's sessions are over
       const apw = taken.app_password_name ? await appPasswordClaim(trx, account.did, taken.app_password_name) : undefined
       if (taken.app_password_name && !apw) throw xrpcError('ExpiredToken', 'Token has been revoked')

@@ -1,4 +1,4 @@
-// com.atproto.server.requestAccountMigrate (part 2 §4.8): resolve the destination, mark the account
+// com.atproto.server.requestAccountMigrate: resolve the destination, mark the account
 // migrating-out, hand back the 60-minute migration token.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'

@@ -1,5 +1,5 @@
 // com.atproto.server.requestEmailConfirmation: a confirm-email token to the current address; an
-// address already confirmed is a 200 with nothing sent (part 1 §4.3 rule 1).
+// address already confirmed is a 200 with nothing sent.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

@@ -1,7 +1,8 @@
-// com.atproto.server.requestEmailUpdate, both flows of DECISIONS.md 6. With `email`: the token
-// carries the new address; it goes to the current address when that one is confirmed (whoever
-// holds the address on file approves the change), else to the new one. Without: the official
-// flow, a token to the current address when it is confirmed (`tokenRequired`), nothing otherwise.
+// com.atproto.server.requestEmailUpdate, both flows (the optional `email` input is this server's
+// addition). With `email`: the token carries the new address; it goes to the current address when
+// that one is confirmed (whoever holds the address on file approves the change), else to the new
+// one. Without: the official flow, a token to the current address when it is confirmed
+// (`tokenRequired`), nothing otherwise.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

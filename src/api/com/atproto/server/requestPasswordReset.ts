@@ -1,4 +1,4 @@
-// com.atproto.server.requestPasswordReset (DECISIONS.md 4): the same answer and the same work
+// com.atproto.server.requestPasswordReset: the same answer and the same work
 // whether or not the address belongs to an account; delivery happens in the background and a
 // failure is only logged, so nothing here reveals whether the account exists.
 import type { Server } from '../../../../generated/server/index.js'

@@ -1,4 +1,4 @@
-// com.atproto.server.reserveSigningKey (part 2 §4.9): a fresh secp256k1 key held for a DID that may
+// com.atproto.server.reserveSigningKey: a fresh secp256k1 key held for a DID that may
 // move here; a second reservation for the DID replaces the first.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'

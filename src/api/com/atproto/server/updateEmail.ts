@@ -1,8 +1,8 @@
 // com.atproto.server.updateEmail: with a token, the update-email token is consumed and the address
-// it carries is applied (the spec's flow; an `email` field is tolerated and the token trusted), or
-// for a token issued without one, the given address. Without a token: only while the current
-// address is unconfirmed (the official flow). The new address is unconfirmed; one in use is
-// EmailNotAvailable and leaves the token in place.
+// it carries is applied (the flow of requestEmailUpdate's `email` input; an `email` field is
+// tolerated and the token trusted), or for a token issued without one, the given address. Without a
+// token: only while the current address is unconfirmed (the official flow). The new address is
+// unconfirmed; one in use is EmailNotAvailable and leaves the token in place.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'

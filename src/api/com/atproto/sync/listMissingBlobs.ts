@@ -1,4 +1,4 @@
-// com.atproto.sync.listMissingBlobs (part 2 §4.9; DECISIONS.md 8): see migration/missing-blobs.ts.
+// com.atproto.sync.listMissingBlobs (this server's id; one handler serves both ids): see migration/missing-blobs.ts.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AccessAuth } from '../../../../auth/verifier.js'
