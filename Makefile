@@ -11,8 +11,10 @@ STAMPS := .tools/stamps
 NATIVE := native/build/Release/malloc_trim.node
 LEXICONS := $(shell find lexicons -name '*.json' 2>/dev/null)
 SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/null)
+# a method is a handler file under src/api/<nsid path>.ts: adding, moving or removing one re-runs codegen
+HANDLERS := $(sort $(shell find src/api -mindepth 3 -name '*.ts' 2>/dev/null))
 
-.PHONY: serve test test-interop codegen build bench bench-compare bench-scale clean test-tools
+.PHONY: FORCE serve test test-interop codegen build bench bench-compare bench-scale clean test-tools
 
 serve: build
 	node dist/bin.js
@@ -94,11 +96,17 @@ $(STAMPS)/deps: package.json package-lock.json | $(NODE)
 	@if [ -L node_modules ]; then echo "node_modules is a link: not reinstalling it here"; else npm ci --no-audit --no-fund; fi
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/codegen: $(STAMPS)/deps codegen/export-lexicons.ts codegen/methods.txt codegen/patches.json $(LEXICONS)
+# rewritten only when the list of handler files changes, so editing a handler does not re-run codegen
+$(STAMPS)/handler-list: FORCE
+	@mkdir -p $(STAMPS)
+	@echo '$(HANDLERS)' | cmp -s - $@ || echo '$(HANDLERS)' > $@
+
+$(STAMPS)/codegen: $(STAMPS)/deps codegen/export-lexicons.ts codegen/handlers.ts codegen/patches.json $(LEXICONS) $(STAMPS)/handler-list
 	node codegen/export-lexicons.ts
 	rm -rf src/generated
 	npx lex gen-server --yes src/generated/server $$(find lexicons -name '*.json' | sort) >/dev/null
 	npx lex gen-api --yes src/generated/client $$(find lexicons -name '*.json' | sort) >/dev/null
+	node codegen/handlers.ts
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/build: $(STAMPS)/codegen tsconfig.json $(SOURCES)

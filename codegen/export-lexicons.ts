@@ -1,9 +1,10 @@
-// Writes lexicons/<nsid path>.json for every method id in codegen/methods.txt and for every
-// document their refs reach, taken from the installed @atproto/api. Documents already present under
+// Writes lexicons/<nsid path>.json for every method a handler file under src/api/ serves and for
+// every document their refs reach, taken from the installed @atproto/api. Documents already present under
 // lexicons/ that are not official (this server's additions, see docs/decisions.md) are left alone.
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { schemas } from '@atproto/api'
+import { handlerMethods } from './handlers.ts'
 
 type Doc = { id: string; defs: Record<string, unknown> }
 
@@ -14,10 +15,7 @@ const patches = JSON.parse(readFileSync(join(root, 'codegen/patches.json'), 'utf
   { path: string[]; value: unknown }[]
 >
 
-const wanted = readFileSync(join(root, 'codegen/methods.txt'), 'utf8')
-  .split('\n')
-  .map((l) => l.replace(/#.*/, '').trim())
-  .filter(Boolean)
+const wanted = handlerMethods()
 
 // documents whose `main` def some ref names (a ref without a fragment, or `#main`)
 const mainReferenced = new Set<string>()

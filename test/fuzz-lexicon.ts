@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fc from 'fast-check'
+import { handlerMethods } from '../codegen/handlers.ts'
 
 type Schema = { type: string; [k: string]: any }
 export type Lexicon = { id: string; defs: Record<string, Schema> }
@@ -16,10 +17,8 @@ export function loadLexicon(nsid: string): Lexicon {
   return JSON.parse(readFileSync(join(LEX_DIR, ...nsid.split('.')) + '.json', 'utf8'))
 }
 
-export function servedMethods(): string[] {
-  const text = readFileSync(join(import.meta.dirname, '..', 'codegen', 'methods.txt'), 'utf8')
-  return text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))
-}
+/** every method a handler file under src/api/ serves */
+export const servedMethods = (): string[] => handlerMethods()
 
 /** identifiers the generated values draw on: the caller's own account, so handlers reach real rows */
 export type Pool = { dids: string[]; handles: string[]; emails: string[]; uris: string[]; cids: string[] }

@@ -15,7 +15,7 @@ import type { Request } from 'express'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
-import { registry, type RateLimitName } from './registry.js'
+import { rowOf, type RateLimitName } from './registry.js'
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
@@ -49,7 +49,7 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
     { durationMs: HOUR, points: 15 },
     { durationMs: DAY, points: 50 },
   ],
-  // points: a create costs 3, an update 2, a delete 1 (as the reference PDS counts them)
+  // points: what each call costs is in its registry row (writePoints)
   write: [
     { durationMs: HOUR, points: 5000 },
     { durationMs: DAY, points: 35000 },
@@ -92,24 +92,12 @@ const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   import: (ctx) => did(ctx) ?? ip(ctx),
 }
 
-const WRITE_POINTS: Record<string, number> = {
-  'com.atproto.repo.createRecord': 3,
-  'com.atproto.repo.putRecord': 2,
-  'com.atproto.repo.deleteRecord': 1,
-}
-const OP_POINTS: Record<string, number> = {
-  'com.atproto.repo.applyWrites#create': 3,
-  'com.atproto.repo.applyWrites#update': 2,
-  'com.atproto.repo.applyWrites#delete': 1,
-}
-
-function writePoints(nsid: string) {
-  if (nsid !== 'com.atproto.repo.applyWrites') return () => WRITE_POINTS[nsid] ?? 1
-  return (ctx: Ctx) => {
-    const writes = body(ctx).writes
-    if (!Array.isArray(writes)) return 1
-    return Math.max(1, writes.reduce((n: number, w) => n + (OP_POINTS[(w as { $type?: string })?.$type ?? ''] ?? 1), 0))
-  }
+/** the points one call of `nsid` costs of the write limit: its registry row says */
+function writePoints(nsid: string): (ctx: Ctx) => number {
+  const points = rowOf(nsid)?.writePoints
+  if (typeof points === 'function') return (ctx) => points(body(ctx))
+  const fixed = points ?? 1
+  return () => fixed
 }
 
 export type RateLimitTuning = {
@@ -170,7 +158,7 @@ export class RateLimits implements PasswordGuard {
 
   /** the method config's `rateLimit` for `nsid`, from its registry row */
   forMethod(nsid: string): RateLimitOpts[] | undefined {
-    const name = registry[nsid]?.rateLimit
+    const name = rowOf(nsid)?.rateLimit
     if (!name || !this.config.rateLimitsEnabled) return undefined
     const calcPoints = name === 'write' ? writePoints(nsid) : undefined
     return (WITH[name] ?? [name]).flatMap((n) =>

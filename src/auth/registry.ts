@@ -34,11 +34,13 @@ export type Row = {
   migrationToken?: boolean
   /** also accepts, as Bearer, a service-auth JWT another server minted for this method (lxm = its id) */
   serviceAuth?: boolean
+  /** what one call costs of the `write` rate limit: a number, or one computed from the input body */
+  writePoints?: number | ((body: Record<string, unknown>) => number)
 }
 
 const DEACTIVATED_OK: Row['statuses'] = ['active', 'deactivated']
 
-export const registry: Record<string, Row> = {
+export const registry = {
   // sessions
   'com.atproto.server.createSession': { check: 'none', rateLimit: 'login' },
   'com.atproto.server.refreshSession': { check: 'refresh' },
@@ -92,10 +94,11 @@ export const registry: Record<string, Row> = {
   'com.atproto.server.createInviteCodes': { check: 'admin' },
 
   // repositories and blobs
-  'com.atproto.repo.createRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
-  'com.atproto.repo.putRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
-  'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
-  'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write' },
+  // write points as the reference PDS counts them: a create 3, an update 2, a delete 1
+  'com.atproto.repo.createRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 3 },
+  'com.atproto.repo.putRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 2 },
+  'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 1 },
+  'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: (body) => batchWritePoints(body.writes) },
   'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
   'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'import' },
   // reads need `atproto` of an OAuth caller, writes `transition:generic`; anyone may read without a token
@@ -151,6 +154,23 @@ export const registry: Record<string, Row> = {
   'com.atproto.admin.updateAccountSigningKey': { check: 'admin' },
   // Ozone calls it with the admin password when an account is compromised
   'com.atproto.temp.revokeAccountCredentials': { check: 'admin' },
+} as const satisfies Record<string, Row>
+
+/** a method id the registry has a row for */
+export type MethodId = keyof typeof registry
+/** the row of `M`, with its literal values (its check decides the handler's auth type) */
+export type RowOf<M extends MethodId> = (typeof registry)[M]
+
+const OP_POINTS: Record<string, number> = {
+  'com.atproto.repo.applyWrites#create': 3,
+  'com.atproto.repo.applyWrites#update': 2,
+  'com.atproto.repo.applyWrites#delete': 1,
+}
+
+/** an applyWrites batch costs what its operations would cost one by one (at least 1) */
+function batchWritePoints(writes: unknown): number {
+  if (!Array.isArray(writes)) return 1
+  return Math.max(1, writes.reduce((n: number, w) => n + (OP_POINTS[(w as { $type?: string })?.$type ?? ''] ?? 1), 0))
 }
 
 /** chat reaches private messages; method ids are matched whatever their case */
@@ -170,7 +190,7 @@ function delegationNeedsPrivilege(lxm: unknown): boolean {
 
 let lowerIds: Map<string, Row> | undefined
 // a differently cased id must not slip past the row it names
-const rowsByLowerId = () => (lowerIds ??= new Map(Object.entries(registry).map(([k, r]) => [k.toLowerCase(), r])))
+const rowsByLowerId = () => (lowerIds ??= new Map(Object.entries(registry as Record<string, Row>).map(([k, r]) => [k.toLowerCase(), r])))
 
 /** whether an OAuth grant of `scope` may get a service token for `lxm` */
 function oauthMayDelegate(scope: string, lxm: unknown): boolean {
@@ -186,8 +206,11 @@ function oauthMayCall(have: string[], _nsid: string): boolean {
   return have.includes('transition:generic')
 }
 
+/** the row of `nsid`, or undefined when it has none */
+export const rowOf = (nsid: string): Row | undefined => Object.hasOwn(registry, nsid) ? (registry as Record<string, Row>)[nsid] : undefined
+
 export function rowFor(nsid: string): Row {
-  const row = registry[nsid]
+  const row = rowOf(nsid)
   if (!row) throw new Error(`no auth registry row for ${nsid}`)
   return row
 }

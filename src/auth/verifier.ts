@@ -6,7 +6,7 @@ import type { MethodAuthContext } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../account/store.js'
 import { statusGateError, xrpcError } from '../errors.js'
-import { rowFor, type Row } from './registry.js'
+import { rowFor, type MethodId, type Row, type RowOf } from './registry.js'
 import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
 import { isRevoked } from './revocation.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof } from '../oauth/dpop.js'
@@ -44,6 +44,17 @@ export type AdminAuth = AuthOutput<{ type: 'admin' }>
 export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 /** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
 export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' }>
+export type NoneAuth = AuthOutput<{ type: 'none' }>
+
+type AuthByCheck = { none: NoneAuth; access: AccessAuth; optional: OptionalAuth; refresh: RefreshAuth; admin: AdminAuth }
+/** a handler's `auth`, as its registry row decides: `AuthFor<'com.atproto.server.getSession'>` is
+ *  AccessAuth because that row's check is 'access' */
+export type AuthFor<M extends MethodId> =
+  RowOf<M> extends { migrationToken: true }
+    ? MigrationAuth
+    : RowOf<M> extends { serviceAuth: true }
+      ? ServiceAuth
+      : AuthByCheck[RowOf<M>['check']]
 
 export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'passwords'>>
 

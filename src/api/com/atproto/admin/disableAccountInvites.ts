@@ -1,11 +1,11 @@
 // com.atproto.admin.disableAccountInvites: the account's codes stop being honoured at sign-up; the note is kept.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.disableAccountInvites<AdminAuth>(async ({ input }) => {
+  api.com.atproto.admin.disableAccountInvites<AuthFor<'com.atproto.admin.disableAccountInvites'>>(async ({ input }) => {
     const { account, note } = input.body
     await accountByDid(db, account)
     await db

@@ -1,12 +1,12 @@
 // com.atproto.admin.getAccountInfos: the accounts among `dids` that exist, unknown ones skipped.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountView } from '../../../../account/admin-views.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.getAccountInfos<AdminAuth>(async ({ params }) => {
+  api.com.atproto.admin.getAccountInfos<AuthFor<'com.atproto.admin.getAccountInfos'>>(async ({ params }) => {
     const dids = [...new Set(params.dids)]
     if (dids.length > 100) throw xrpcError('InvalidRequest', 'At most 100 dids per call')
     const rows = dids.length ? await db.selectFrom('account').selectAll().where('did', 'in', dids).execute() : []

@@ -3,12 +3,12 @@
 import { sql } from 'kysely'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { inviteCodeViews } from '../../../../account/invites.js'
 import { xrpcError } from '../../../../errors.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.getInviteCodes<AdminAuth>(async ({ params }) => {
+  api.com.atproto.admin.getInviteCodes<AuthFor<'com.atproto.admin.getInviteCodes'>>(async ({ params }) => {
     const sort = params.sort ?? 'recent'
     if (sort !== 'recent' && sort !== 'usage') throw xrpcError('InvalidRequest', 'sort is recent or usage')
     const limit = params.limit ?? 100

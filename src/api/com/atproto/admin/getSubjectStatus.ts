@@ -2,13 +2,13 @@
 // takedown state of one record (uri) or blob (did and blob).
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountByDid, subjectStatus } from '../../../../account/admin-views.js'
 import { blobStatus, recordStatus } from '../../../../repo/takedowns.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.getSubjectStatus<AdminAuth>(async ({ params }) => {
+  api.com.atproto.admin.getSubjectStatus<AuthFor<'com.atproto.admin.getSubjectStatus'>>(async ({ params }) => {
     const { did, uri, blob } = params
     let body
     if (blob) {

@@ -3,13 +3,13 @@
 import { sql } from 'kysely'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { accountView } from '../../../../account/admin-views.js'
 
 const likePrefix = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`) + '%'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.searchAccounts<AdminAuth>(async ({ params }) => {
+  api.com.atproto.admin.searchAccounts<AuthFor<'com.atproto.admin.searchAccounts'>>(async ({ params }) => {
     const limit = params.limit ?? 50
     let q = db.selectFrom('account').selectAll().orderBy('did').limit(limit)
     const term = params.email?.trim().toLowerCase()

@@ -2,14 +2,14 @@
 // account's pending email tokens are dropped since they were sent to the old one.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { checkEmail } from '../../../../account/handles.js'
 import { isUniqueViolation } from '../../../../db/index.js'
 import { xrpcError } from '../../../../errors.js'
 import { findRepoAccount } from '../../../../repo/read.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.updateAccountEmail<AdminAuth>(async ({ input }) => {
+  api.com.atproto.admin.updateAccountEmail<AuthFor<'com.atproto.admin.updateAccountEmail'>>(async ({ input }) => {
     const email = checkEmail(input.body.email)
     const account = await findRepoAccount(db, input.body.account)
     if (!account) throw xrpcError('NotFound', 'Account not found')

@@ -5,13 +5,13 @@
 import { parseDidKey } from '@atproto/crypto'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { xrpcError } from '../../../../errors.js'
 import { amendPlcOp } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
-  api.com.atproto.admin.updateAccountSigningKey<AdminAuth>(async ({ input }) => {
+  api.com.atproto.admin.updateAccountSigningKey<AuthFor<'com.atproto.admin.updateAccountSigningKey'>>(async ({ input }) => {
     const { did, signingKey } = input.body
     try {
       parseDidKey(signingKey)

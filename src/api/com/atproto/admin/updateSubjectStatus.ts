@@ -3,14 +3,14 @@
 // of a single record (strongRef, by its URI) or blob (repoBlobRef), which only hides it from reads.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AdminAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { activate, deactivate, restore, takedown } from '../../../../account/lifecycle.js'
 import { blobStatus, recordStatus, setBlobTakedown, setRecordTakedown } from '../../../../repo/takedowns.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.updateSubjectStatus<AdminAuth>(async ({ input }) => {
+  api.com.atproto.admin.updateSubjectStatus<AuthFor<'com.atproto.admin.updateSubjectStatus'>>(async ({ input }) => {
     const { subject, takedown: td, deactivated } = input.body
     const s = subject as { $type?: string; did?: unknown; uri?: unknown; cid?: unknown }
     if (s.$type === 'com.atproto.repo.strongRef' || s.$type === 'com.atproto.admin.defs#repoBlobRef') {

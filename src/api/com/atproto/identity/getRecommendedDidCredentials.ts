@@ -2,11 +2,11 @@
 // to be hosted here (used by migration tools before the PLC update).
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 
 export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
-  api.com.atproto.identity.getRecommendedDidCredentials<AccessAuth>(async ({ auth }) => {
+  api.com.atproto.identity.getRecommendedDidCredentials<AuthFor<'com.atproto.identity.getRecommendedDidCredentials'>>(async ({ auth }) => {
     const { account } = auth.credentials
     const key = await db
       .selectFrom('signing_key')

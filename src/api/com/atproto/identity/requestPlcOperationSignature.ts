@@ -2,7 +2,7 @@
 // to the account's address; the answer is an empty JSON object.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { issueEmailToken } from '../../../../account/email-tokens.js'
 import { deliver } from '../../../../mail/index.js'
@@ -10,7 +10,7 @@ import { plcOperationMail } from '../../../../mail/templates.js'
 import { emptyObject } from '../../../json-text.js'
 
 export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
-  api.com.atproto.identity.requestPlcOperationSignature<AccessAuth>(async ({ auth }) => {
+  api.com.atproto.identity.requestPlcOperationSignature<AuthFor<'com.atproto.identity.requestPlcOperationSignature'>>(async ({ auth }) => {
     const { did, handle, email } = auth.credentials.account
     if (!email) throw xrpcError('InvalidRequest', 'This account has no email address')
     const token = await issueEmailToken(db, did, 'plc-operation-signature')

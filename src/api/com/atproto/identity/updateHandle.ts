@@ -4,12 +4,12 @@
 // #identity event, all in one transaction.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { checkHandleFree, validateHandle } from '../../../../account/handles.js'
 import { setHandle } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
-  api.com.atproto.identity.updateHandle<AccessAuth>(async ({ auth, input }) => {
+  api.com.atproto.identity.updateHandle<AuthFor<'com.atproto.identity.updateHandle'>>(async ({ auth, input }) => {
     const { did } = auth.credentials
     const handle = await validateHandle({ config, outbound }, input.body.handle, did)
     await checkHandleFree(db, did, handle)

@@ -1,7 +1,7 @@
 // com.atproto.repo.applyWrites: every write in one commit, or none of them.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { prepareDelete, prepareRecordWrite, type PreparedWrite } from '../../../../repo/prepare.js'
 import { MAX_COMMIT_OPS } from '../../../../repo/events.js'
@@ -13,7 +13,7 @@ const UPDATE = 'com.atproto.repo.applyWrites#update'
 const DELETE = 'com.atproto.repo.applyWrites#delete'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.repo.applyWrites<AccessAuth>(async ({ auth, input }) => {
+  api.com.atproto.repo.applyWrites<AuthFor<'com.atproto.repo.applyWrites'>>(async ({ auth, input }) => {
     const { did } = auth.credentials
     const body = input.body
     // one commit, one firehose event: the event's lexicon allows this many operations

@@ -1,11 +1,11 @@
 // com.atproto.repo.listMissingBlobs (official id; one handler serves both ids): see migration/missing-blobs.ts.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { listMissingBlobs } from '../../../../migration/missing-blobs.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.repo.listMissingBlobs<AccessAuth>(async ({ auth, params }) => ({
+  api.com.atproto.repo.listMissingBlobs<AuthFor<'com.atproto.repo.listMissingBlobs'>>(async ({ auth, params }) => ({
     encoding: 'application/json',
     body: await listMissingBlobs(db, auth.credentials.did, params.limit, params.cursor),
   }))

@@ -3,11 +3,12 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { OutputSchema } from '../../../../generated/server/types/com/atproto/repo/listRecords.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { readableRepo, recordPageAsJson } from '../../../../repo/read.js'
 import { jsonText } from '../../../json-text.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.repo.listRecords(async ({ params }) => {
+  api.com.atproto.repo.listRecords<AuthFor<'com.atproto.repo.listRecords'>>(async ({ params }) => {
     const account = await readableRepo(db, params.repo)
     const { records, cursor } = await recordPageAsJson(db, account.did, params.collection, {
       limit: params.limit ?? 50,

@@ -3,12 +3,12 @@
 // document sends the DID here, so this server never answers for a DID that points elsewhere.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { activate } from '../../../../account/lifecycle.js'
 import { checkDocNamesUs } from '../../../../migration/did-control.js'
 
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
-  api.com.atproto.server.activateAccount<AccessAuth>(async ({ auth }) => {
+  api.com.atproto.server.activateAccount<AuthFor<'com.atproto.server.activateAccount'>>(async ({ auth }) => {
     const { did, account } = auth.credentials
     if (account.status === 'deactivated' && account.migration_state === 'migrating-in') {
       await checkDocNamesUs({ db, config }, did)

@@ -4,13 +4,13 @@
 // checked it), the standard atproto migration's account moving in, likewise deactivated.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import type { ServiceAuth } from '../../../../auth/verifier.js'
 import { createFreshAccount } from '../../../../account/create.js'
 import { createMigratingAccount, createServiceAuthAccount } from '../../../../account/import-account.js'
 
 export default (api: Server, deps: Services) =>
-  api.com.atproto.server.createAccount<ServiceAuth>(async ({ auth, input }) => {
+  api.com.atproto.server.createAccount<AuthFor<'com.atproto.server.createAccount'>>(async ({ auth, input }) => {
     const body = input.body
     let created: Omit<Awaited<ReturnType<typeof createFreshAccount>>, 'didDoc'> & { didDoc?: { [x: string]: unknown } }
     if (body.plcOp !== undefined) {

@@ -4,6 +4,7 @@
 // identifier.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../../../../account/password.js'
 import { findAccount, sessionView, storeRefreshRecord } from '../../../../account/store.js'
@@ -11,7 +12,7 @@ import { mintPair } from '../../../../auth/session-tokens.js'
 import { matchLogin } from '../../../../account/app-passwords.js'
 
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
-  api.com.atproto.server.createSession(async ({ input }) => {
+  api.com.atproto.server.createSession<AuthFor<'com.atproto.server.createSession'>>(async ({ input }) => {
     const { identifier, password } = input.body
     // over-long passwords are refused before any hashing, bounding the cost of a request
     if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')

@@ -4,14 +4,14 @@
 // deleted; `#account` then `#tombstone`; refresh tokens are not revoked.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { MAX_PASSWORD_LENGTH, verifyPassword } from '../../../../account/password.js'
 import { consumeEmailToken } from '../../../../account/email-tokens.js'
 import { markDeleted } from '../../../../account/lifecycle.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.server.deleteAccount<AccessAuth>(async ({ auth, input }) => {
+  api.com.atproto.server.deleteAccount<AuthFor<'com.atproto.server.deleteAccount'>>(async ({ auth, input }) => {
     const { account } = auth.credentials
     const { did, password, token } = input.body
     if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')

@@ -3,11 +3,11 @@
 // lxm=createAccount needs a privileged session: the registry row says so.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { mintServiceAuth } from '../../../../auth/service-auth.js'
 
 export default (api: Server, deps: Pick<Services, 'db' | 'tokenKeys'>) =>
-  api.com.atproto.server.getServiceAuth<AccessAuth>(async ({ auth, params }) => ({
+  api.com.atproto.server.getServiceAuth<AuthFor<'com.atproto.server.getServiceAuth'>>(async ({ auth, params }) => ({
     encoding: 'application/json',
     body: {
       token: await mintServiceAuth(deps, {

@@ -4,15 +4,15 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { OutputSchema } from '../../../../generated/server/types/com/atproto/server/refreshSession.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import type { RefreshAuth } from '../../../../auth/verifier.js'
 import { sessionView, storeRefreshRecord, takeRefreshRecord } from '../../../../account/store.js'
 import { mintPair } from '../../../../auth/session-tokens.js'
 import { appPasswordClaim } from '../../../../account/app-passwords.js'
 import { jsonText } from '../../../json-text.js'
 
 export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
-  api.com.atproto.server.refreshSession<RefreshAuth>(async ({ auth }) => {
+  api.com.atproto.server.refreshSession<AuthFor<'com.atproto.server.refreshSession'>>(async ({ auth }) => {
     const { account, jti } = auth.credentials
     const tokens = await db.transaction().execute(async (trx) => {
       const taken = await takeRefreshRecord(trx, jti)

@@ -5,7 +5,7 @@
 // (`tokenRequired`), nothing otherwise.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { checkEmail } from '../../../../account/handles.js'
 import { issueEmailToken } from '../../../../account/email-tokens.js'
@@ -13,7 +13,7 @@ import { deliver } from '../../../../mail/index.js'
 import { updateEmailMail } from '../../../../mail/templates.js'
 
 export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
-  api.com.atproto.server.requestEmailUpdate<AccessAuth>(async ({ auth, input }) => {
+  api.com.atproto.server.requestEmailUpdate<AuthFor<'com.atproto.server.requestEmailUpdate'>>(async ({ auth, input }) => {
     const { did, handle, email, email_confirmed_at } = auth.credentials.account
     const wanted = input.body?.email
     if (wanted !== undefined) {

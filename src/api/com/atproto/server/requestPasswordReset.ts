@@ -3,11 +3,12 @@
 // failure is only logged, so nothing here reveals whether the account exists.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { issueEmailToken, newEmailToken } from '../../../../account/email-tokens.js'
 import { resetPasswordMail } from '../../../../mail/templates.js'
 
 export default (api: Server, { db, mailer, logger }: Pick<Services, 'db' | 'mailer' | 'logger'>) =>
-  api.com.atproto.server.requestPasswordReset(async ({ input }) => {
+  api.com.atproto.server.requestPasswordReset<AuthFor<'com.atproto.server.requestPasswordReset'>>(async ({ input }) => {
     const email = input.body.email.trim().toLowerCase()
     const account = await db
       .selectFrom('account')

@@ -3,6 +3,7 @@
 // account ends with the old password, so whoever stole one is out.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
 import { consumeEmailTokenByValue } from '../../../../account/email-tokens.js'
@@ -11,7 +12,7 @@ import { endAllSessions } from '../../../../auth/revocation.js'
 export const MIN_PASSWORD_LENGTH = 8
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.server.resetPassword(async ({ input }) => {
+  api.com.atproto.server.resetPassword<AuthFor<'com.atproto.server.resetPassword'>>(async ({ input }) => {
     const { token, password } = input.body
     // checked first, so a too-short password does not burn the token
     if (password.length < MIN_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)

@@ -5,14 +5,14 @@
 // unconfirmed; one in use is EmailNotAvailable and leaves the token in place.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
-import type { AccessAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { isUniqueViolation } from '../../../../db/index.js'
 import { checkEmail } from '../../../../account/handles.js'
 import { consumeEmailToken } from '../../../../account/email-tokens.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.server.updateEmail<AccessAuth>(async ({ auth, input }) => {
+  api.com.atproto.server.updateEmail<AuthFor<'com.atproto.server.updateEmail'>>(async ({ auth, input }) => {
     const { did, email_confirmed_at } = auth.credentials.account
     const { token, email } = input.body
     if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')

@@ -2,12 +2,12 @@
 // runs them as this origin's content. A taken-down blob reads as absent.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { syncRepo } from '../../../../repo/read.js'
-import type { MigrationAuth } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db, blobstore }: Pick<Services, 'db' | 'blobstore'>) =>
-  api.com.atproto.sync.getBlob<MigrationAuth>(async ({ auth, params }) => {
+  api.com.atproto.sync.getBlob<AuthFor<'com.atproto.sync.getBlob'>>(async ({ auth, params }) => {
     // the migration token of the account itself reads its blobs even while deactivated
     const allowDeactivated = auth.credentials.type === 'migration' && auth.credentials.did === params.did
     await syncRepo(db, params.did, { allowDeactivated })

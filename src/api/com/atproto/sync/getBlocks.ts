@@ -4,12 +4,13 @@ import { BlockMap, blocksToCarFile } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { syncRepo } from '../../../../repo/read.js'
 import { SqlRepoStorage } from '../../../../repo/storage.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getBlocks(async ({ params }) => {
+  api.com.atproto.sync.getBlocks<AuthFor<'com.atproto.sync.getBlocks'>>(async ({ params }) => {
     await syncRepo(db, params.did)
     let cids: Cid[]
     try {

@@ -4,9 +4,10 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { repoCarStream } from '../../../../repo/repo-car.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getCheckout(async ({ params }) => ({
+  api.com.atproto.sync.getCheckout<AuthFor<'com.atproto.sync.getCheckout'>>(async ({ params }) => ({
     encoding: 'application/vnd.ipld.car',
     body: await repoCarStream(db, params.did),
   }))

@@ -3,11 +3,12 @@
 // is HeadNotFound.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { findRepoAccount, gateSyncRead } from '../../../../repo/read.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getHead(async ({ params }) => {
+  api.com.atproto.sync.getHead<AuthFor<'com.atproto.sync.getHead'>>(async ({ params }) => {
     const account = await findRepoAccount(db, params.did)
     if (!account) throw xrpcError('RepoNotFound', `Could not find repo for DID: ${params.did}`)
     gateSyncRead(account)

@@ -5,6 +5,7 @@ import { getRecords } from '@atproto/repo'
 import { parseCid } from '@atproto/lex-data'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { checkCollection, checkRkey } from '../../../../repo/prepare.js'
 import { syncRepo } from '../../../../repo/read.js'
@@ -12,7 +13,7 @@ import { SqlRepoStorage } from '../../../../repo/storage.js'
 import { concat } from '../../../../repo/util.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getRecord(async ({ params }) => {
+  api.com.atproto.sync.getRecord<AuthFor<'com.atproto.sync.getRecord'>>(async ({ params }) => {
     const path = { collection: checkCollection(params.collection), rkey: checkRkey(params.rkey) }
     const car = await db.transaction().execute(async (trx) => {
       const { root } = await syncRepo(trx, params.did)

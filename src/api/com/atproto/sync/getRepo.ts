@@ -4,10 +4,10 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import { repoCarStream } from '../../../../repo/repo-car.js'
-import type { MigrationAuth } from '../../../../auth/verifier.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getRepo<MigrationAuth>(async ({ auth, params }) => {
+  api.com.atproto.sync.getRepo<AuthFor<'com.atproto.sync.getRepo'>>(async ({ auth, params }) => {
     // the migration token of the account itself reads its repository even while deactivated
     const allowDeactivated = auth.credentials.type === 'migration' && auth.credentials.did === params.did
     return {

@@ -2,10 +2,11 @@
 // since: only those of records written after that revision.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { syncRepo } from '../../../../repo/read.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.listBlobs(async ({ params }) => {
+  api.com.atproto.sync.listBlobs<AuthFor<'com.atproto.sync.listBlobs'>>(async ({ params }) => {
     await syncRepo(db, params.did)
     const limit = params.limit ?? 500
     let q = db

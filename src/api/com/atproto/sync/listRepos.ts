@@ -1,9 +1,10 @@
 // com.atproto.sync.listRepos: every hosted repository with its head, paged by DID.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.listRepos(async ({ params }) => {
+  api.com.atproto.sync.listRepos<AuthFor<'com.atproto.sync.listRepos'>>(async ({ params }) => {
     const limit = params.limit ?? 500
     let q = db
       .selectFrom('repo_root')

@@ -3,12 +3,13 @@
 // alternatives). A handle createAccount would refuse outright is that same 400.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
+import type { AuthFor } from '../../../../auth/verifier.js'
 import { checkEmail, parseServiceHandle, takenHandles } from '../../../../account/handles.js'
 import { suggestHandles } from '../../../../account/handle-suggestions.js'
 import { xrpcError } from '../../../../errors.js'
 
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
-  api.com.atproto.temp.checkHandleAvailability(async ({ params }) => {
+  api.com.atproto.temp.checkHandleAvailability<AuthFor<'com.atproto.temp.checkHandleAvailability'>>(async ({ params }) => {
     if (params.email !== undefined) validEmail(params.email)
     const wanted = parseServiceHandle(params.handle, config.handleDomains, config.reservedHandles)
     const free = !wanted.reserved && !(await takenHandles(db, [wanted.handle])).has(wanted.handle)
