@@ -2,7 +2,8 @@
 // `rateLimit` column gives a method. Counters live in memory, or in Redis when PDS_REDIS_URL is
 // set so every process shares them. Exceeding one answers 429 RateLimitExceeded with RateLimit-*
 // headers (xrpc-server's HttpRateLimiter sets them). Password checks outside XRPC routes (the
-// OAuth sign-in form, admin Basic) spend the same login counters through PasswordGuard.
+// OAuth sign-in form through account/login.ts, admin Basic) spend the same login counters through
+// PasswordGuard.
 import {
   MemoryRateLimiter,
   RedisRateLimiter,
@@ -16,6 +17,7 @@ import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
 import { rowOf, type RateLimitName } from './registry.js'
+import { loginKey } from '../account/login.js'
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
@@ -73,9 +75,6 @@ export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: stri
 const ip = (ctx: Ctx) => clientAddress(ctx.req)
 const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials as Creds)?.did
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
-
-/** the account a password is tried against, as the lookup sees it: `" Alice.test"` is alice.test */
-export const loginKey = (identifier: string) => identifier.trim().toLowerCase()
 
 /** who a limit counts against: the account when the caller is signed in, else the address */
 const KEYS: Record<LimitName, (ctx: Ctx) => string> = {

@@ -1,17 +1,18 @@
 // The authorization server's HTTP surface: discovery, the key set, PAR,
 // the sign-in page, the token endpoint and revocation. Errors follow RFC 6749 §5.2
-// (`{error, error_description}`), never XRPC bodies.
+// (`{error, error_description}`), never XRPC bodies. Rows live in oauth/store.ts; the sign-in
+// form's password check is account/login.ts, the one createSession uses.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { base64url } from 'jose'
 import type { Services } from '../context.js'
-import { findAccount, type Store } from '../account/store.js'
-import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from '../account/password.js'
+import { login } from '../account/login.js'
 import { ClientError, type ClientMetadata } from './clients.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
 import { ReplayStoreUnavailable } from './replay.js'
 import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
+import * as store from './store.js'
 
 export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
 const PAR_TTL_S = 60
@@ -122,36 +123,24 @@ export function oauthRoutes(deps: Deps): Router {
     if (!/^[A-Za-z0-9_-]{43}$/.test(jkt)) throw new OAuthError(400, 'invalid_request', 'dpop_jkt must be a JWK SHA-256 thumbprint')
 
     const requestUri = REQUEST_URI_PREFIX + randomId()
-    await db.deleteFrom('oauth_request').where('expires_at', '<', nowIso()).execute()
-    await db
-      .insertInto('oauth_request')
-      .values({
-        request_uri: requestUri,
-        client_id: client.client_id,
-        redirect_uri: redirectUri,
-        scope,
-        state,
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-        dpop_jkt: jkt,
-        login_hint: p.login_hint || null,
-        expires_at: later(PAR_TTL_S),
-        created_at: nowIso(),
-      })
-      .execute()
+    await store.saveRequest(db, {
+      request_uri: requestUri,
+      client_id: client.client_id,
+      redirect_uri: redirectUri,
+      scope,
+      state,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      dpop_jkt: jkt,
+      login_hint: p.login_hint || null,
+      expires_at: later(PAR_TTL_S),
+    })
     res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
   }))
 
   const pendingRequest = async (req: Request) => {
     const requestUri = typeof req.query.request_uri === 'string' ? req.query.request_uri : undefined
-    const row = requestUri
-      ? await db
-          .selectFrom('oauth_request')
-          .selectAll()
-          .where('request_uri', '=', requestUri)
-          .where('expires_at', '>', nowIso())
-          .executeTakeFirst()
-      : undefined
+    const row = requestUri ? await store.pendingRequest(db, requestUri) : undefined
     if (!row) return undefined
     if (typeof req.query.client_id === 'string' && req.query.client_id !== row.client_id) return undefined
     return row
@@ -222,7 +211,7 @@ export function oauthRoutes(deps: Deps): Router {
     redirect.searchParams.set('iss', oauth.issuer)
 
     if (body.action === 'deny') {
-      await db.deleteFrom('oauth_request').where('request_uri', '=', row.request_uri).execute()
+      await store.dropRequest(db, row.request_uri)
       redirect.searchParams.set('error', 'access_denied')
       redirect.searchParams.set('error_description', 'The user denied access')
       return res.redirect(302, redirect.href)
@@ -230,51 +219,26 @@ export function oauthRoutes(deps: Deps): Router {
     if (body.action !== 'allow') return renderPage(req, res, row, cookie, { status: 400, error: 'Choose Authorize or Deny.' })
 
     const handleInput = (body.handle ?? '').trim()
-    const password = body.password ?? ''
-    const retry = (error: string) => renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
-    if (!handleInput || !password || password.length > MAX_PASSWORD_LENGTH) return retry('Wrong handle or password.')
-    // the same budgets as createSession: per account and per address, before any hashing
-    const wait = await passwords.attempt(req, handleInput)
-    if (wait !== undefined) {
-      return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
+    // the same budgets as createSession (per account and per address, before any hashing); the main
+    // password only: an app password must not mint tokens with wider scopes than it has itself
+    const result = await login(db, {
+      identifier: handleInput,
+      password: body.password ?? '',
+      appPasswords: false,
+      budget: { guard: passwords, req },
+    })
+    if (!result.ok) {
+      if (result.why === 'rateLimited') {
+        const wait = result.retryAfterS
+        return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
+      }
+      const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
+      return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
     }
-    const account = await findAccount(db, handleInput)
-    // the main password only: an app password must not mint transition:generic tokens
-    const ok = account?.password_hash
-      ? await verifyPassword(password, account.password_hash)
-      : (await burnPasswordCheck(password), false)
-    if (!account || !ok || account.status === 'deleted') return retry('Wrong handle or password.')
-    if (account.status === 'takendown') return retry('This account has been taken down.')
 
     const code = randomId(32)
-    // expired and used codes are useless: sweep them as new ones are issued
-    await db.deleteFrom('oauth_code').where('expires_at', '<', nowIso()).execute()
-    const issued = await db.transaction().execute(async (trx) => {
-      // the PAR record is single use: of two concurrent sign-ins one wins
-      const gone = await trx
-        .deleteFrom('oauth_request')
-        .where('request_uri', '=', row.request_uri)
-        .where('expires_at', '>', nowIso())
-        .executeTakeFirst()
-      if (Number(gone.numDeletedRows) !== 1) return false
-      await trx
-        .insertInto('oauth_code')
-        .values({
-          code,
-          did: account.did,
-          client_id: row.client_id,
-          redirect_uri: row.redirect_uri,
-          scope: row.scope,
-          code_challenge: row.code_challenge,
-          dpop_jkt: row.dpop_jkt,
-          used: 0,
-          expires_at: later(CODE_TTL_S),
-          created_at: nowIso(),
-        })
-        .execute()
-      return true
-    })
-    if (!issued) return expired(res)
+    // the PAR record is single use: of two concurrent sign-ins one wins
+    if (!(await store.issueCode(db, row, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
     res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
     redirect.searchParams.set('code', code)
     res.redirect(302, redirect.href)
@@ -306,38 +270,31 @@ export function oauthRoutes(deps: Deps): Router {
     const verifier = need(p, 'code_verifier')
     const redirectUri = need(p, 'redirect_uri')
     const clientId = need(p, 'client_id')
-    const row = await db.selectFrom('oauth_code').selectAll().where('code', '=', code).executeTakeFirst()
+    const row = await store.getCode(db, code)
     if (!row || row.used || row.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
     // recorded once the proof's key is the one the code is bound to
     await remember(proof)
-    const now = nowIso()
-    // the code is consumed and the tokens stored in one transaction, so a code works once; a failed
-    // check still burns the code
-    const result = await db.transaction().execute(async (trx) => {
-      const marked = await trx
-        .updateTable('oauth_code')
-        .set({ used: 1 })
-        .where('code', '=', code)
-        .where('used', '=', 0)
-        .where('expires_at', '>', now)
-        .executeTakeFirst()
-      if (Number(marked.numUpdatedRows) !== 1) return new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
-      if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || pkceChallenge(verifier) !== row.code_challenge) {
-        return new OAuthError(400, 'invalid_grant', 'code_verifier does not match the code_challenge')
-      }
-      if (redirectUri !== row.redirect_uri) return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
-      if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
-      const account = await trx.selectFrom('account').select(['did', 'status', 'credential_gen']).where('did', '=', row.did).executeTakeFirst()
-      if (!account || account.status === 'takendown' || account.status === 'deleted') {
-        return new OAuthError(400, 'invalid_grant', 'The account is not available')
-      }
-      const pair = await mintOAuthPair(oauth, row.did, row.scope, jkt, account.credential_gen)
-      await insertOAuthRefresh(trx, pair, row.did, jkt, row.scope, row.client_id)
-      return { ...pair, scope: row.scope, sub: row.did }
-    })
-    if (result instanceof OAuthError) throw result
-    return result
+    // checked once the code is burnt, all in one transaction: a code that fails a check is spent
+    const redeemed = await store.redeemCode(
+      db,
+      row,
+      () => {
+        if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || pkceChallenge(verifier) !== row.code_challenge) {
+          return new OAuthError(400, 'invalid_grant', 'code_verifier does not match the code_challenge')
+        }
+        if (redirectUri !== row.redirect_uri) return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
+        if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
+        return undefined
+      },
+      (gen) => mintOAuthPair(oauth, row.did, row.scope, jkt, gen),
+    )
+    if (!redeemed.ok) {
+      if (redeemed.refused === 'used') throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+      if (redeemed.refused === 'account') throw new OAuthError(400, 'invalid_grant', 'The account is not available')
+      throw redeemed.refused
+    }
+    return { ...redeemed.pair, scope: row.scope, sub: row.did }
   }
 
   async function refreshGrant(p: Record<string, string | undefined>, proof: CheckedProof) {
@@ -350,7 +307,7 @@ export function oauthRoutes(deps: Deps): Router {
     if (claims.cnf.jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The refresh token is bound to another DPoP key')
     // recorded once the proof's key is the one the refresh token is bound to
     await remember(proof)
-    const record = await db.selectFrom('refresh_token').selectAll().where('jti', '=', claims.jti).executeTakeFirst()
+    const record = await store.getOAuthRefresh(db, claims.jti)
     if (!record || record.kind !== 'oauth' || record.did !== claims.sub || record.dpop_jkt !== jkt) {
       throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
     }
@@ -363,18 +320,11 @@ export function oauthRoutes(deps: Deps): Router {
       scope = [...new Set(p.scope.split(' ').filter((s) => have.has(s)))].join(' ')
       if (!scope.split(' ').includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
     }
-    const account = await db.selectFrom('account').select(['status', 'credential_gen']).where('did', '=', claims.sub).executeTakeFirst()
-    if (!account || account.status === 'takendown' || account.status === 'deleted') {
-      throw new OAuthError(400, 'invalid_grant', 'The account is not available')
-    }
+    const account = await store.grantableAccount(db, claims.sub)
+    if (!account) throw new OAuthError(400, 'invalid_grant', 'The account is not available')
     const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt, account.credential_gen)
-    // conditional delete and insert in one transaction: concurrent uses of one refresh token win once
-    const rotated = await db.transaction().execute(async (trx) => {
-      const gone = await trx.deleteFrom('refresh_token').where('jti', '=', claims.jti).where('kind', '=', 'oauth').executeTakeFirst()
-      if (Number(gone.numDeletedRows) !== 1) return false
-      await insertOAuthRefresh(trx, pair, claims.sub, jkt, scope, record.client_id ?? clientId)
-      return true
-    })
+    // of concurrent uses of one refresh token, one rotates it
+    const rotated = await store.rotateRefresh(db, claims.jti, pair, { did: claims.sub, jkt, scope, clientId: record.client_id ?? clientId })
     if (!rotated) throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
     return { ...pair, scope, sub: claims.sub }
   }
@@ -385,14 +335,7 @@ export function oauthRoutes(deps: Deps): Router {
   r.post('/oauth/revoke', form, handle(async (req, res) => {
     const token = typeof req.body?.token === 'string' ? req.body.token : undefined
     const claims = token ? await ourToken(token) : undefined
-    if (claims) {
-      await db
-        .deleteFrom('refresh_token')
-        .where('kind', '=', 'oauth')
-        .where('did', '=', claims.sub)
-        .where((eb) => eb.or([eb('jti', '=', claims.jti), eb('access_jti', '=', claims.jti)]))
-        .execute()
-    }
+    if (claims) await store.revokeGrant(db, claims.sub, claims.jti)
     res.status(200).end()
   }))
 
@@ -430,31 +373,6 @@ export function oauthRoutes(deps: Deps): Router {
       })
     }
   }
-}
-
-async function insertOAuthRefresh(
-  trx: Store,
-  pair: { refreshJti: string; accessJti: string; refreshExpiresAt: string },
-  did: string,
-  jkt: string,
-  scope: string,
-  clientId: string,
-) {
-  await trx
-    .insertInto('refresh_token')
-    .values({
-      jti: pair.refreshJti,
-      did,
-      expires_at: pair.refreshExpiresAt,
-      app_password_name: null,
-      kind: 'oauth',
-      dpop_jkt: jkt,
-      scope,
-      client_id: clientId,
-      access_jti: pair.accessJti,
-      created_at: new Date().toISOString(),
-    })
-    .execute()
 }
 
 /** the form's fields as single strings; a repeated field is a bad request */

@@ -6,7 +6,7 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import { MAX_PASSWORD_LENGTH, verifyPassword } from '../../../../account/password.js'
+import { checkMainPassword } from '../../../../account/login.js'
 import { consumeEmailToken } from '../../../../account/email-tokens.js'
 import { markDeleted } from '../../../../account/lifecycle.js'
 
@@ -15,9 +15,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     const { account } = auth.credentials
     const { did, password, token } = input.body
     if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')
-    const ok =
-      password.length <= MAX_PASSWORD_LENGTH && !!account.password_hash && (await verifyPassword(password, account.password_hash))
-    if (!ok) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
+    if (!(await checkMainPassword(account, password))) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
     await db.transaction().execute(async (trx) => {
       const hit = await consumeEmailToken(trx, did, 'delete-account', token)
       if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
