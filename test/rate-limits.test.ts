@@ -108,6 +108,23 @@ describe('rate limits', () => {
     expect((await xrpc(pds.url, 'com.atproto.server.describeServer', { headers: { 'x-forwarded-for': '198.51.100.1' } })).status).toBe(200)
   })
 
+  it('charges a create 3 write points, an update 2, a delete 1, and a batch the sum of its operations', async () => {
+    const pds = await start(ON, { rateLimits: { limits: { write: [{ durationMs: 60_000, points: 12 }] } } })
+    const acct = await newAccount(pds.url, 'wp')
+    const call = (nsid: string, body: Record<string, unknown>) =>
+      xrpc(pds.url, nsid, { body: { repo: acct.did, ...body }, headers: bearer(acct.accessJwt) })
+    const post = { $type: 'app.bsky.feed.post', text: 'hi', createdAt: new Date().toISOString() }
+    const create = (rkey: string) => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', rkey, value: post })
+    const statuses = [
+      (await call('com.atproto.repo.createRecord', { collection: 'app.bsky.feed.post', rkey: 'a1', record: post })).status, // 3
+      (await call('com.atproto.repo.putRecord', { collection: 'app.bsky.feed.post', rkey: 'a1', record: post })).status, // 5
+      (await call('com.atproto.repo.deleteRecord', { collection: 'app.bsky.feed.post', rkey: 'a1' })).status, // 6
+      (await call('com.atproto.repo.applyWrites', { writes: [create('b1'), create('b2')] })).status, // 12: the whole budget
+      (await call('com.atproto.repo.deleteRecord', { collection: 'app.bsky.feed.post', rkey: 'b1' })).status, // 13
+    ]
+    expect(statuses).toEqual([200, 200, 200, 200, 429])
+  })
+
   it('lets operators raise the budgets with PDS_RATE_LIMIT_MULTIPLIER', async () => {
     const pds = await start({ ...ON, PDS_RATE_LIMIT_MULTIPLIER: '2' }, { rateLimits: { limits: { login: [{ durationMs: 60_000, points: 2 }] } } })
     expect(await attempts(5, () => login(pds, 'b.test'))).toEqual([401, 401, 401, 401, 429])

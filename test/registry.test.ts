@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ensureValidNsid } from '@atproto/syntax'
 import { registry } from '../src/auth/registry.js'
+import { handlerMethods } from '../codegen/handlers.ts'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
 function lexiconMethods(dir = 'lexicons'): string[] {
@@ -30,6 +31,11 @@ describe('auth registry', () => {
     expect(methods.length).toBeGreaterThan(0)
     expect([...pds.methods].sort()).toEqual(methods)
     for (const m of methods) expect(registry[m], m).toBeDefined()
+  })
+
+  it('serves exactly the methods that have a handler file under src/api/', () => {
+    expect(handlerMethods().length).toBeGreaterThan(0)
+    expect([...pds.methods].sort()).toEqual(handlerMethods())
   })
 
   it('names only valid method ids with a known check', () => {
