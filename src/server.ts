@@ -208,7 +208,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   crawlers.start()
   const gc = setInterval(() => {
     sweepBlobs(services, config.blobGraceMs)
-      .then(({ removed, bytes }) => removed.length && logger.info({ removed: removed.length, bytes }, 'blobs swept'))
+      .then(({ removed, bytes, staged }) => (removed.length || staged) && logger.info({ removed: removed.length, bytes, staged }, 'blobs swept'))
       .catch((err) => logger.warn({ err }, 'blob sweep failed'))
   }, 10 * 60 * 1000)
   gc.unref()

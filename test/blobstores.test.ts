@@ -2,8 +2,10 @@
 // serving, takedowns, and the sweeper that removes what no record references, racing uploads of
 // the same bytes; `pds blobs gc` run as an operator runs it.
 import { spawn } from 'node:child_process'
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { AtpAgent } from '@atproto/api'
-import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
+import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepBlobs } from '../src/repo/blobstore-gc.js'
 import { ADMIN_PASSWORD, describe, newAgent, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
@@ -37,7 +39,8 @@ async function startS3() {
   }
   const keys = async (prefix: string) =>
     ((await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))).Contents ?? []).map((o) => o.Key!)
-  return { env, keys, stop: async () => (client.destroy(), await srv.close()) }
+  const put = (Key: string, Body: string) => client.send(new PutObjectCommand({ Bucket: bucket, Key, Body }))
+  return { env, keys, put, stop: async () => (client.destroy(), await srv.close()) }
 }
 
 function cli(pds: TestPds, ...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
@@ -197,6 +200,20 @@ function sweeperSuite(kind: 'disk' | 's3') {
       expect(res.status).toBe(200)
       expect(Buffer.from(await res.arrayBuffer())).toEqual(again)
     }
+  })
+
+  it('removes temporary uploads a crash left behind, after a day', async () => {
+    if (s3) await s3.put('tmp/left-by-a-crash', 'partial')
+    else {
+      mkdirSync(join(pds.services.config.blobDir, 'tmp'), { recursive: true })
+      writeFileSync(join(pds.services.config.blobDir, 'tmp', 'left-by-a-crash'), 'partial')
+    }
+    const stray = async () =>
+      s3 ? (await s3.keys('tmp/')).length : readdirSync(join(pds.services.config.blobDir, 'tmp')).length
+    expect((await sweep()).staged).toBe(0)
+    expect(await stray()).toBe(1)
+    expect((await sweep(Date.now() + 25 * 3600_000)).staged).toBe(1)
+    expect(await stray()).toBe(0)
   })
 
   it('removes the blobs of a deleted account', async () => {

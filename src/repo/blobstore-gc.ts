@@ -12,6 +12,8 @@ export type Sweepable = { did: string; cid: string; size: number; reason: 'unref
 
 // rows per pass: each is one short transaction
 const BATCH = 1000
+// a staged upload this old was left by a crash: no upload runs for a day
+const STAGED_MAX_AGE_MS = 24 * 3600_000
 
 /**
  * runs `fn` in a transaction that excludes every other holder of the same CID: a PostgreSQL
@@ -100,7 +102,8 @@ export async function sweepBlobs(
   graceMs: number,
   now = Date.now(),
   limit = BATCH,
-): Promise<{ removed: Sweepable[]; bytes: number }> {
+): Promise<{ removed: Sweepable[]; bytes: number; staged: number }> {
+  const staged = await deps.blobstore.sweepStaged(new Date(now - STAGED_MAX_AGE_MS))
   const cutoff = new Date(now - graceMs).toISOString()
   const removed: Sweepable[] = []
   let bytes = 0
@@ -110,7 +113,7 @@ export async function sweepBlobs(
     removed.push(row)
     bytes += freed
   }
-  return { removed, bytes }
+  return { removed, bytes, staged }
 }
 
 /** bytes the blob store holds, from the blob rows (each CID counted once) */

@@ -11,6 +11,8 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
   UploadPartCommand,
@@ -152,6 +154,28 @@ export class S3BlobStore implements BlobStore {
 
   async delete(cid: string): Promise<void> {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(cid) }))
+  }
+
+  async sweepStaged(before: Date): Promise<number> {
+    let removed = 0
+    let ContinuationToken: string | undefined
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: 'tmp/', ContinuationToken }))
+      for (const o of page.Contents ?? []) {
+        if (!o.Key || !o.LastModified || o.LastModified >= before) continue
+        await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: o.Key }))
+        removed++
+      }
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined
+    } while (ContinuationToken)
+    // parts of uploads a crash left unfinished are billed too (a server without this listing has none to list)
+    const uploads = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket, Prefix: 'tmp/' })).catch(() => null)
+    for (const u of uploads?.Uploads ?? []) {
+      if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= before) continue
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }))
+      removed++
+    }
+    return removed
   }
 
   destroy() {

@@ -3,7 +3,7 @@
 // content-addressed path, so a reader never sees a partial blob.
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { link, mkdir, open, rm, stat } from 'node:fs/promises'
+import { link, mkdir, open, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { CID } from 'multiformats/cid'
@@ -31,6 +31,8 @@ export interface BlobStore {
   /** null when the bytes are not stored */
   read(cid: string): Promise<{ stream: Readable; size: number } | null>
   delete(cid: string): Promise<void>
+  /** removes staged copies older than `before` (left by a crash mid-upload); returns how many */
+  sweepStaged(before: Date): Promise<number>
 }
 
 // a rename survives a crash only once its directory is synced; renames that land while one such
@@ -156,5 +158,18 @@ export class DiskBlobStore implements BlobStore {
 
   async delete(cid: string): Promise<void> {
     await rm(this.path(cid), { force: true })
+  }
+
+  async sweepStaged(before: Date): Promise<number> {
+    const names = await readdir(this.tmp).catch(() => [] as string[])
+    let removed = 0
+    for (const name of names) {
+      const file = join(this.tmp, name)
+      const s = await stat(file).catch(() => null)
+      if (!s || s.mtimeMs >= before.getTime()) continue
+      await rm(file, { force: true })
+      removed++
+    }
+    return removed
   }
 }
