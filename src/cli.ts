@@ -13,8 +13,9 @@ import { accountCommands, inviteCommands, type Command } from './ops/accounts.js
 import { requestCrawlCommand, statusCommand } from './ops/status.js'
 import { backupCommand, restoreCommand } from './ops/backup.js'
 import { doctorCommand } from './ops/doctor.js'
+import { blobsCommands } from './ops/blobs.js'
 
-const groups: Record<string, Record<string, Command>> = { account: accountCommands, invite: inviteCommands }
+const groups: Record<string, Record<string, Command>> = { account: accountCommands, invite: inviteCommands, blobs: blobsCommands }
 const single: Record<string, Command> = {
   status: statusCommand,
   'request-crawl': requestCrawlCommand,

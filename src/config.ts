@@ -6,6 +6,7 @@ import { isIP } from 'node:net'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
+import type { S3Config } from './repo/blobstore-s3.js'
 
 export class ConfigError extends Error {}
 
@@ -110,6 +111,14 @@ const vars = {
   PDS_FIREHOSE_RETENTION_HOURS: int(1, 24 * 365).default(72),
   PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(16),
   PDS_BLOB_UPLOAD_LIMIT: int(1, 2 ** 40).default(104_857_600),
+  PDS_BLOB_GRACE_SECONDS: int(0, 365 * 86_400).default(3600),
+  PDS_BLOBSTORE_S3_BUCKET: z.string().min(3).optional(),
+  PDS_BLOBSTORE_S3_REGION: z.string().min(1).default('us-east-1'),
+  PDS_BLOBSTORE_S3_ENDPOINT: url.optional(),
+  PDS_BLOBSTORE_S3_FORCE_PATH_STYLE: bool.default(false),
+  PDS_BLOBSTORE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS: int(1, 3_600_000).default(20_000),
   PDS_PRIVACY_POLICY_URL: url.optional(),
   PDS_TERMS_OF_SERVICE_URL: url.optional(),
   PDS_CONTACT_EMAIL_ADDRESS: z.email().optional(),
@@ -131,6 +140,10 @@ export type Config = {
   publicUrl: string
   dataDir: string
   blobDir: string
+  /** set: blobs live in this bucket instead of blobDir */
+  blobS3?: S3Config
+  /** how long an unreferenced upload is kept before the sweeper removes it */
+  blobGraceMs: number
   db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema: string }
   secrets: Secrets
   /** the PLC directory; unset = the local operation log (development) */
@@ -216,6 +229,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     (v.PDS_HOSTNAME === 'localhost' ? `http://localhost:${v.PDS_PORT}` : `https://${v.PDS_HOSTNAME}`)
   ).replace(/\/+$/, '')
 
+  if (!v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID !== !v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY) {
+    throw new ConfigError('PDS_BLOBSTORE_S3_ACCESS_KEY_ID and PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY go together')
+  }
   if (v.PDS_EMAIL_SMTP_URL) {
     throw new ConfigError(
       'PDS_EMAIL_SMTP_URL: SMTP is not supported; set PDS_EMAIL_BACKEND=http-json with PDS_EMAIL_HTTP_FLAVOR ' +
@@ -263,6 +279,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl,
     dataDir,
     blobDir: resolve(v.PDS_BLOBSTORE_DISK_LOCATION ?? join(dataDir, 'blobs')),
+    blobS3: v.PDS_BLOBSTORE_S3_BUCKET
+      ? {
+          bucket: v.PDS_BLOBSTORE_S3_BUCKET,
+          region: v.PDS_BLOBSTORE_S3_REGION,
+          endpoint: v.PDS_BLOBSTORE_S3_ENDPOINT,
+          forcePathStyle: v.PDS_BLOBSTORE_S3_FORCE_PATH_STYLE,
+          accessKeyId: v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID,
+          secretAccessKey: v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY,
+          uploadTimeoutMs: v.PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS,
+        }
+      : undefined,
+    blobGraceMs: v.PDS_BLOB_GRACE_SECONDS * 1000,
     db: v.PDS_DB_POSTGRES_URL
       ? { kind: 'postgres', url: v.PDS_DB_POSTGRES_URL, schema: v.PDS_DB_POSTGRES_SCHEMA }
       : { kind: 'sqlite', file: join(dataDir, 'pds.sqlite') },

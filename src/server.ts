@@ -23,8 +23,8 @@ import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
-import { DiskBlobStore } from './repo/blobstore.js'
-import { collectBlobs } from './repo/blobs.js'
+import { openBlobStore } from './repo/blobstore-open.js'
+import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { deliverCommittedEvents } from './sequencer/local.js'
@@ -119,7 +119,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     metrics,
     oauth: await createOAuthServices(config, outbound),
     mailer: countFailures(createMailer(config.email, logger), metrics),
-    blobstore: new DiskBlobStore(config.blobDir),
+    blobstore: openBlobStore(config),
     outbound,
     didResolver: new DidResolver(db, config.plcUrl, outbound),
     passwords: rateLimits,
@@ -207,7 +207,9 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   })
   crawlers.start()
   const gc = setInterval(() => {
-    collectBlobs(services).catch((err) => logger.warn({ err }, 'blob collection failed'))
+    sweepBlobs(services, config.blobGraceMs)
+      .then(({ removed, bytes, staged }) => (removed.length || staged) && logger.info({ removed: removed.length, bytes, staged }, 'blobs swept'))
+      .catch((err) => logger.warn({ err }, 'blob sweep failed'))
   }, 10 * 60 * 1000)
   gc.unref()
 
@@ -327,6 +329,8 @@ function registerGauges({ metrics, firehose, db }: Services) {
     metrics.gauge('pds_db_pool_idle', 'database connections idle', () => pool.idleCount)
     metrics.gauge('pds_db_pool_waiting', 'queries waiting for a connection', () => pool.waitingCount)
   }
+  // from the blob rows, refreshed at most once a minute: never a walk of the store
+  metrics.gauge('pds_blobstore_bytes', 'bytes of blobs stored (each CID once)', cachedBlobBytes(db))
 }
 
 function countFailures(mailer: Mailer, metrics: Metrics): Mailer {

@@ -3,13 +3,16 @@ import { verifyRepoCar } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { collectBlobs, BLOB_GRACE_MS } from '../src/repo/blobs.js'
+import { sweepBlobs } from '../src/repo/blobstore-gc.js'
 import { describe, newAgent as createAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
 const newAgent = () => createAgent(pds.url, 'blob')
 
 const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.from('not really a png')])
+
+const GRACE = 3600_000
+const collectBlobs = async (services: TestPds['services'], now = Date.now()) => (await sweepBlobs(services, GRACE, now)).removed.length
 
 describe('blobs', () => {
   beforeAll(async () => {
@@ -44,7 +47,7 @@ describe('blobs', () => {
     const list = await agent.com.atproto.sync.listBlobs({ did })
     expect(list.data.cids).toEqual([cid])
     // referenced: never collected, even long after the grace period
-    expect(await collectBlobs(pds.services, Date.now() + 10 * BLOB_GRACE_MS)).toBe(0)
+    expect(await collectBlobs(pds.services, Date.now() + 10 * GRACE)).toBe(0)
     expect((await fetch(`${pds.url}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${cid}`)).status).toBe(200)
   })
 
@@ -90,7 +93,7 @@ describe('blobs', () => {
     const up = await agent.com.atproto.repo.uploadBlob(Buffer.from('orphan ' + Math.random()), { encoding: 'text/plain' })
     const cid = up.data.blob.ref.toString()
     expect(await collectBlobs(pds.services)).toBe(0)
-    expect(await collectBlobs(pds.services, Date.now() + BLOB_GRACE_MS + 1000)).toBeGreaterThanOrEqual(1)
+    expect(await collectBlobs(pds.services, Date.now() + GRACE + 1000)).toBeGreaterThanOrEqual(1)
     expect(await pds.services.blobstore.has(cid)).toBe(false)
     expect((await xrpc(pds.url, 'com.atproto.sync.getBlob', { params: { did, cid } })).status).toBe(404)
   })

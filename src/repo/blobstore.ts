@@ -1,9 +1,9 @@
-// Blob bytes behind a small interface (an S3-compatible store can implement it too). The disk
-// store streams an upload to a temporary file while hashing it, then renames it atomically to a
+// Blob bytes behind a small interface (the disk store here, an S3 bucket in blobstore-s3.ts). The
+// disk store streams an upload to a temporary file while hashing it, then links it atomically to a
 // content-addressed path, so a reader never sees a partial blob.
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises'
+import { link, mkdir, open, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { CID } from 'multiformats/cid'
@@ -20,13 +20,19 @@ export type StagedBlob = { key: string; cid: string; size: number }
 export interface BlobStore {
   /** streams `input` to temporary storage, refusing more than `limit` bytes (413) */
   stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob>
-  /** moves a staged blob to its permanent content-addressed place (idempotent per CID) */
+  /**
+   * copies a staged blob to its permanent content-addressed place (idempotent per CID); the staged
+   * copy stays until `discard`, so a commit can be repeated if the sweeper removed the bytes meanwhile
+   */
   commit(staged: StagedBlob): Promise<void>
+  /** removes the staged copy (after a commit too) */
   discard(staged: StagedBlob): Promise<void>
   has(cid: string): Promise<boolean>
   /** null when the bytes are not stored */
   read(cid: string): Promise<{ stream: Readable; size: number } | null>
   delete(cid: string): Promise<void>
+  /** removes staged copies older than `before` (left by a crash mid-upload); returns how many */
+  sweepStaged(before: Date): Promise<number>
 }
 
 // a rename survives a crash only once its directory is synced; renames that land while one such
@@ -120,8 +126,10 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async commit(staged: StagedBlob): Promise<void> {
-    // same bytes, same name: replacing an existing file is harmless and atomic
-    await rename(join(this.tmp, staged.key), this.path(staged.cid))
+    // same bytes, same name: an existing file is as good as a new one
+    await link(join(this.tmp, staged.key), this.path(staged.cid)).catch((err) => {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    })
     // the upload is acknowledged after this: its name must be on disk too, not only its bytes
     await this.dirSync.commit()
   }
@@ -150,5 +158,18 @@ export class DiskBlobStore implements BlobStore {
 
   async delete(cid: string): Promise<void> {
     await rm(this.path(cid), { force: true })
+  }
+
+  async sweepStaged(before: Date): Promise<number> {
+    const names = await readdir(this.tmp).catch(() => [] as string[])
+    let removed = 0
+    for (const name of names) {
+      const file = join(this.tmp, name)
+      const s = await stat(file).catch(() => null)
+      if (!s || s.mtimeMs >= before.getTime()) continue
+      await rm(file, { force: true })
+      removed++
+    }
+    return removed
   }
 }

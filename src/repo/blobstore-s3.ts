@@ -1,0 +1,184 @@
+// Blob bytes in an S3-compatible bucket (AWS, R2, MinIO, ...): an upload streams to `tmp/<key>`
+// in parts while it is hashed, is copied to `blocks/<cid>` once its CID is known, and the
+// temporary object is removed on discard. Several hosts can share one bucket.
+import { createHash, randomBytes } from 'node:crypto'
+import { Readable } from 'node:stream'
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3'
+import { CID } from 'multiformats/cid'
+import * as Digest from 'multiformats/hashes/digest'
+import { xrpcError } from '../errors.js'
+import type { BlobStore, StagedBlob } from './blobstore.js'
+
+const RAW = 0x55
+const SHA256 = 0x12
+// S3's smallest part but the last; an upload under one part is a single PutObject
+const PART_BYTES = 8 * 1024 * 1024
+
+export type S3Config = {
+  bucket: string
+  region: string
+  endpoint?: string
+  forcePathStyle: boolean
+  accessKeyId?: string
+  secretAccessKey?: string
+  uploadTimeoutMs: number
+}
+
+function missing(err: unknown) {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } }
+  return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || e?.$metadata?.httpStatusCode === 404
+}
+
+export class S3BlobStore implements BlobStore {
+  private client: S3Client
+  private bucket: string
+
+  constructor(private cfg: S3Config) {
+    this.bucket = cfg.bucket
+    this.client = new S3Client({
+      region: cfg.region,
+      endpoint: cfg.endpoint,
+      forcePathStyle: cfg.forcePathStyle,
+      credentials:
+        cfg.accessKeyId && cfg.secretAccessKey ? { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey } : undefined,
+    })
+  }
+
+  private key(cid: string) {
+    // CIDs are base32 lowercase; refuse anything else before it becomes part of a key
+    if (!/^[a-z2-7]+$/.test(cid)) throw xrpcError('InvalidRequest', 'Invalid blob CID')
+    return `blocks/${cid}`
+  }
+
+  private timeout() {
+    return { abortSignal: AbortSignal.timeout(this.cfg.uploadTimeoutMs) }
+  }
+
+  async stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob> {
+    const key = randomBytes(16).toString('hex')
+    const Key = `tmp/${key}`
+    const Bucket = this.bucket
+    const hash = createHash('sha256')
+    let size = 0
+    let pending: Uint8Array[] = []
+    let pendingBytes = 0
+    let uploadId: string | undefined
+    const parts: { ETag?: string; PartNumber: number }[] = []
+    const sendPart = async () => {
+      const Body = Buffer.concat(pending, pendingBytes)
+      pending = []
+      pendingBytes = 0
+      uploadId ??= (await this.client.send(new CreateMultipartUploadCommand({ Bucket, Key }), this.timeout())).UploadId!
+      const PartNumber = parts.length + 1
+      const res = await this.client.send(
+        new UploadPartCommand({ Bucket, Key, UploadId: uploadId, PartNumber, Body, ContentLength: Body.length }),
+        this.timeout(),
+      )
+      parts.push({ ETag: res.ETag, PartNumber })
+    }
+    try {
+      for await (const chunk of input) {
+        size += chunk.length
+        if (size > limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${limit} bytes`)
+        hash.update(chunk)
+        pending.push(chunk)
+        pendingBytes += chunk.length
+        if (pendingBytes >= PART_BYTES) await sendPart()
+      }
+      if (uploadId === undefined) {
+        const Body = Buffer.concat(pending, pendingBytes)
+        await this.client.send(new PutObjectCommand({ Bucket, Key, Body, ContentLength: Body.length }), this.timeout())
+      } else {
+        if (pendingBytes > 0) await sendPart()
+        await this.client.send(
+          new CompleteMultipartUploadCommand({ Bucket, Key, UploadId: uploadId, MultipartUpload: { Parts: parts } }),
+          this.timeout(),
+        )
+      }
+    } catch (err) {
+      if (uploadId !== undefined) {
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId: uploadId })).catch(() => {})
+      }
+      throw err
+    }
+    const cid = CID.createV1(RAW, Digest.create(SHA256, hash.digest())).toString()
+    return { key, cid, size }
+  }
+
+  async commit(staged: StagedBlob): Promise<void> {
+    // same bytes under the same key: copying over an existing object is harmless
+    await this.client.send(
+      new CopyObjectCommand({ Bucket: this.bucket, CopySource: `${this.bucket}/tmp/${staged.key}`, Key: this.key(staged.cid) }),
+      this.timeout(),
+    )
+  }
+
+  async discard(staged: StagedBlob): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: `tmp/${staged.key}` }))
+  }
+
+  async has(cid: string): Promise<boolean> {
+    try {
+      await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.key(cid) }))
+      return true
+    } catch (err) {
+      if (missing(err)) return false
+      throw err
+    }
+  }
+
+  async read(cid: string) {
+    try {
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.key(cid) }))
+      const body = res.Body as Readable | undefined
+      if (!body) return null
+      return { stream: body instanceof Readable ? body : Readable.from(body as AsyncIterable<Uint8Array>), size: Number(res.ContentLength) }
+    } catch (err) {
+      if (missing(err)) return null
+      throw err
+    }
+  }
+
+  async delete(cid: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(cid) }))
+  }
+
+  async sweepStaged(before: Date): Promise<number> {
+    let removed = 0
+    let ContinuationToken: string | undefined
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: 'tmp/', ContinuationToken }))
+      for (const o of page.Contents ?? []) {
+        if (!o.Key || !o.LastModified || o.LastModified >= before) continue
+        await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: o.Key }))
+        removed++
+      }
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined
+    } while (ContinuationToken)
+    // parts of uploads a crash left unfinished are billed too (a server without this listing has none to list)
+    const uploads = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket, Prefix: 'tmp/' })).catch(() => null)
+    for (const u of uploads?.Uploads ?? []) {
+      if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= before) continue
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }))
+      removed++
+    }
+    return removed
+  }
+
+  destroy() {
+    this.client.destroy()
+  }
+}
