@@ -374,6 +374,12 @@ function toXrpcError(err: unknown, logger: Logger): XRPCError {
       return new XRPCError(400, http.message || 'Malformed request', 'InvalidRequest')
     }
   }
+  // PostgreSQL refuses text holding a NUL character (SQLite stores it): only a request can have
+  // put one there, and the statement's transaction is rolled back, so it is the client's error
+  const pgCode = (cause as { code?: unknown } | null)?.code
+  if (pgCode === '22021' || pgCode === '22P05') {
+    return new XRPCError(400, 'Text may not contain NUL characters', 'InvalidRequest')
+  }
   // the database connection went away under this request (and could not be retried safely):
   // say so plainly; the pool reconnects by itself
   if (!(cause instanceof XRPCError) && isConnectionLost(cause)) {

@@ -370,6 +370,20 @@ describe('inputs that once failed with a 500 or a hang', () => {
     expect(await back.text()).toBe(json)
   })
 
+  it('a NUL character in a parameter or a login identifier is never a 500 (PostgreSQL text cannot hold one)', async () => {
+    // SQLite compares such a cursor like any other; PostgreSQL refuses the text: 400 there
+    const res = await fetch(`${pds.url}/xrpc/com.atproto.sync.listRepos?cursor=a%00b`)
+    expect([200, 400]).toContain(res.status)
+    if (res.status === 400) expect(await res.json()).toMatchObject({ error: 'InvalidRequest' })
+    const login = await fetch(`${pds.url}/xrpc/com.atproto.server.createSession`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ identifier: 'a\u0000b.test', password: 'x' }),
+    })
+    expect(login.status).toBeGreaterThanOrEqual(400)
+    expect(login.status).toBeLessThan(500)
+  })
+
   it('a refused upload whose body was not read closes its connection instead of stalling the next request', async () => {
     const acct = await newAccount(pds.url, 'fzx')
     const body = Buffer.alloc(222_738, 0x5b)
