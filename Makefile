@@ -59,7 +59,7 @@ endif
 
 # How costs grow with the state (bench/scale.js): repository size, accounts, firehose
 # subscribers; QUICK=1 (under 10 minutes) stops at 100k records, 10k accounts, 100 subscribers;
-# DB=postgres on PostgreSQL. Writes bench/RESULTS.md and bench/scale-<db>.svg.
+# DB=postgres on PostgreSQL. Writes bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg.
 bench-scale: build
 	node bench/scale.js $(BENCH_FLAGS)
 

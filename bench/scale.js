@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `make bench-scale`: how each cost grows with the size of the state. One JSON line per point on
 // stdout (and in bench/results/scale-<time>.jsonl), then bench/results/scale.svg and
-// bench/RESULTS.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
+// bench/SCALE.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
 //
 //   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose]
 //

@@ -1,4 +1,4 @@
-// bench/RESULTS.md and bench/scale.svg from the points of one `make bench-scale` run: a table per
+// bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg from the points of one `make bench-scale` run: a table per
 // curve, and a chart drawn here from the same numbers (plain SVG, no plotting package).
 import { writeFileSync } from 'node:fs'
 import path from 'node:path'
@@ -129,5 +129,5 @@ export function writeReport(points, { quick, db, jsonl }) {
     }
     md.push('')
   }
-  writeFileSync(path.join(BENCH, db === 'sqlite' ? 'RESULTS.md' : `RESULTS-${db}.md`), md.join('\n'))
+  writeFileSync(path.join(BENCH, db === 'sqlite' ? 'SCALE.md' : `SCALE-${db}.md`), md.join('\n'))
 }
