@@ -1,6 +1,7 @@
 // What the admin API shows of an account (com.atproto.admin.defs#accountView).
 import { inviteCodeViews, invitedBy } from './invites.js'
-import type { AccountRow, Store } from './store.js'
+import type { AccountRow } from './store.js'
+import type { Store } from '../db/schema.js'
 import { xrpcError } from '../errors.js'
 
 export async function accountByDid(db: Store, did: string): Promise<AccountRow> {

@@ -13,7 +13,8 @@ import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword } from './password.js'
 import { checkNewAccount, takenError } from './create.js'
-import { storeRefreshRecord, type Store } from './store.js'
+import { storeRefreshRecord } from './store.js'
+import type { Store } from '../db/schema.js'
 import { useInviteCode } from './invites.js'
 
 export const PLC_DID = /^did:plc:[a-z2-7]{24}$/

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import { base32 } from 'multiformats/bases/base32'
 import { xrpcError } from '../errors.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 
 const part = () => base32.baseEncode(randomBytes(4)).slice(0, 5)
 /** `<host-with-dashes>-xxxxx-xxxxx`, as the reference PDS writes them */

@@ -5,7 +5,7 @@ import type { Db } from '../db/index.js'
 import type { AccountStatus } from '../db/index.js'
 import { syncCurrentCommit } from '../repo/sync.js'
 import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
   const res = await trx
@@ -36,7 +36,7 @@ export const activate = (db: Db, did: string) =>
       await accountEvent(trx, did, 'active')
       const row = await trx.selectFrom('account').select('handle').where('did', '=', did).executeTakeFirst()
       await identityEvent(trx, did, row?.handle ?? undefined)
-      await syncCurrentCommit(trx, db.dialect, did)
+      await syncCurrentCommit(trx, did)
     }
     return changed
   })

@@ -2,13 +2,14 @@
 // and runs the numbered migrations at start.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { Kysely, PostgresAdapter, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
 import { retryTransactions } from '../patches/kysely.js'
-import type { Schema, Store } from './schema.js'
+import type { Schema } from './schema.js'
+import type { Dialect } from './dialect.js'
 import { limitSnapshots, postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
@@ -20,7 +21,7 @@ import * as m007 from './migrations/007-credential-generation.js'
 import * as m008 from './migrations/008-handle-reuse.js'
 import * as m009 from './migrations/009-moderation.js'
 
-export type Dialect = 'sqlite' | 'postgres'
+export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
   dialect: Dialect
   /** PostgreSQL only: for pool metrics */
@@ -33,7 +34,8 @@ export type Db = Kysely<Schema> & {
   /** a consistent read-only view that does not hold writers up, until its `end` (db/snapshot.ts) */
   snapshot: () => Promise<Snapshot>
 }
-export type * from './schema.js'
+// Store is imported from schema.ts itself: one module names it
+export type { AccountStatus, MigrationState, AccountTable, RefreshTokenTable, PlcOperationTable, SigningKeyTable, EventTable, OAuthRequestTable, OAuthCodeTable, AppPasswordTable, EmailTokenPurpose, EmailTokenTable, InviteCodeTable, InviteCodeUseTable, RepoRootTable, RepoBlockTable, RecordTable, RecordBlobTable, BlobTable, ReservedSigningKeyTable, AccountPrefTable, Schema } from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,
@@ -150,11 +152,6 @@ async function migrate(db: Db, schema?: string) {
     if (!otherSchemaGone || attempt >= 5) throw error
     await new Promise((r) => setTimeout(r, 20 * attempt))
   }
-}
-
-/** the dialect behind a store or a transaction on it */
-export function dialectOf(db: Store): Dialect {
-  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
 }
 
 /** true when `err` is a unique-constraint violation on either dialect */

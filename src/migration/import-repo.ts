@@ -17,6 +17,7 @@ import { isValidTid } from '@atproto/syntax'
 import type { Services } from '../context.js'
 import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
+import { lockingRead } from '../db/dialect.js'
 import { xrpcError } from '../errors.js'
 import { readCarBlocks, type BlockIndex, type CarBlocks, type CarHooks } from '../repo/car-blocks.js'
 import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
@@ -94,9 +95,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
 
   return db.transaction().execute(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
-    let lock = trx.selectFrom('account').select('did').where('did', '=', did)
-    if (db.dialect === 'postgres') lock = lock.forUpdate()
-    await lock.executeTakeFirst()
+    await lockingRead(db.dialect, trx.selectFrom('account').select('did').where('did', '=', did)).executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // the repository replaced (empty: it had no records), if any; relays need its rev and tree
     const before = await trx.selectFrom('repo_root').select('rev').where('did', '=', did).executeTakeFirst()

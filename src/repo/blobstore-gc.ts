@@ -85,7 +85,7 @@ export async function freesBytes(db: Db, rows: Sweepable[]): Promise<Set<string>
 async function sweepOne(db: Db, dialect: Dialect, blobstore: BlobStore, row: Sweepable, cutoff: string): Promise<number | null> {
   return withCidLock(db, row.cid, async (trx) => {
     // a write referencing the blob holds the repository's lock while it checks the row and adds its reference
-    await lockRoot(trx, dialect, row.did)
+    await lockRoot(trx, row.did)
     const res = await trx.deleteFrom('blob').where('did', '=', row.did).where('cid', '=', row.cid).where(sweepableWhere(cutoff)).executeTakeFirst()
     if (!Number(res.numDeletedRows)) return null
     const other = await trx.selectFrom('blob').select('did').where('cid', '=', row.cid).limit(1).executeTakeFirst()

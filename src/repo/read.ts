@@ -6,7 +6,7 @@ import type { Db } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
 import { cachedRecord, rememberRecord } from './record-cache.js'
-import type { Store } from './storage.js'
+import type { Store } from '../db/schema.js'
 
 const accountByDid = prepared((db: Store, did: string) =>
   db.selectFrom('account').selectAll().where('status', '!=', 'deleted').where('did', '=', did),

@@ -4,7 +4,8 @@
 // (optionally only blocks written after a revision) and getCheckout.
 import { Readable } from 'node:stream'
 import type { Db, Dialect } from '../db/index.js'
-import { exec, hexOf } from '../db/raw.js'
+import { exec } from '../db/raw.js'
+import { hexOf } from '../db/dialect.js'
 import type { Snapshot } from '../db/snapshot.js'
 import { CarWriter } from './car.js'
 import { syncRepo } from './read.js'
