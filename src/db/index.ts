@@ -2,7 +2,7 @@
 // and runs the numbered migrations at start.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { Kysely, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
@@ -152,6 +152,11 @@ async function migrate(db: Db, schema?: string) {
     if (!otherSchemaGone || attempt >= 5) throw error
     await new Promise((r) => setTimeout(r, 20 * attempt))
   }
+}
+
+/** resolves when the database answers a trivial query */
+export async function ping(db: Db): Promise<void> {
+  await sql`select 1`.execute(db)
 }
 
 /** true when `err` is a unique-constraint violation on either dialect */

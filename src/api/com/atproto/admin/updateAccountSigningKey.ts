@@ -8,7 +8,7 @@ import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { xrpcError } from '../../../../errors.js'
-import { amendPlcOp } from '../../../../identity/amend.js'
+import { setSigningKey } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
   api.com.atproto.admin.updateAccountSigningKey<AuthFor<'com.atproto.admin.updateAccountSigningKey'>>(async ({ input }) => {
@@ -20,9 +20,5 @@ export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 
     }
     const account = await accountByDid(db, did)
     if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
-    await db.transaction().execute((trx) =>
-      amendPlcOp(trx, did, { rotationKey, plcUrl: config.plcUrl }, (prev) => ({
-        verificationMethods: { ...prev.verificationMethods, atproto: signingKey },
-      }), account.handle),
-    )
+    await setSigningKey(db, did, signingKey, account.handle, { rotationKey, plcUrl: config.plcUrl })
   })
