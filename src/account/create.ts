@@ -2,7 +2,11 @@
 // genesis operation stored at sequence 0 of the local log, the account row, a session and the empty
 // signed repository, all in one transaction.
 import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'
-import type { Services } from '../context.js'
+import type { Keypair } from '@atproto/crypto'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { TokenKeys } from '../auth/session-tokens.js'
+import type { OutboundGuard } from '../net/guard.js'
 import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { appendOp, didForGenesis, renderDidDoc, signOp, type UnsignedPlcOp } from '../identity/plc.js'
@@ -23,7 +27,13 @@ export type FreshAccountInput = {
   recoveryKey?: string
 }
 
-type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'rotationKey'>
+/** what a new account's checks need */
+export type NewAccountDeps = {
+  config: Pick<Config, 'inviteRequired' | 'handleDomains' | 'reservedHandles'>
+  db: Db
+  outbound?: OutboundGuard
+}
+type Deps = NewAccountDeps & { config: Pick<Config, 'plcUrl' | 'publicUrl'>; tokenKeys: TokenKeys; rotationKey: Keypair }
 
 export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   const { config, db } = deps
@@ -98,7 +108,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
  * presence, and a read of handle and email availability (the unique indexes settle races)
  */
 export async function checkNewAccount(
-  deps: Pick<Services, 'config' | 'db'> & Partial<Pick<Services, 'outbound'>>,
+  deps: NewAccountDeps,
   input: { handle: string; email?: string; password?: string; inviteCode?: string },
   did?: string,
 ) {

@@ -3,7 +3,9 @@
 // service-auth token from the DID's current key). The account starts deactivated and
 // migrating-in, with no repository until importRepo.
 import { Secp256k1Keypair } from '@atproto/crypto'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { TokenKeys } from '../auth/session-tokens.js'
+import type { OutboundGuard } from '../net/guard.js'
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { appendOp, latestOp, opCid, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
@@ -12,7 +14,7 @@ import { provePlcOp } from '../migration/did-control.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword } from './password.js'
-import { checkNewAccount, takenError } from './create.js'
+import { checkNewAccount, takenError, type NewAccountDeps } from './create.js'
 import { storeRefreshRecord } from './store.js'
 import type { Store } from '../db/schema.js'
 import { useInviteCode } from './invites.js'
@@ -44,7 +46,7 @@ export type MigratingAccountInput = {
   inviteCode?: string
 }
 
-type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound'>
+type Deps = NewAccountDeps & { config: Pick<Config, 'plcUrl' | 'publicUrl'>; tokenKeys: TokenKeys; outbound: OutboundGuard }
 
 export async function createMigratingAccount(deps: Deps, input: MigratingAccountInput) {
   const { config, db } = deps

@@ -14,7 +14,8 @@ import { TID } from '@atproto/common'
 import type { Keypair } from '@atproto/crypto'
 import { parseCid } from '@atproto/lex-data'
 import { isValidTid } from '@atproto/syntax'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { Logger } from '../logger.js'
 import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
 import { lockingRead } from '../db/dialect.js'
@@ -35,7 +36,7 @@ const BATCH_ROWS = 1000
 const BATCH_BYTES = 8 * 1024 * 1024
 const AUDIT_TIMEOUT_MS = 10_000
 
-type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
+type Deps = { db: Db; config: Pick<Config, 'dataDir' | 'plcUrl'>; logger: Logger; hooks?: ImportHooks }
 
 // one import at a time per process: each holds its whole CAR until it commits
 let importing = false

@@ -2,7 +2,9 @@
 // state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import type { OutboundGuard } from '../net/guard.js'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { Logger } from '../logger.js'
 import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'
 import { accountEvent } from '../sequencer/index.js'
@@ -78,7 +80,7 @@ export async function resolveDestination(to: string, outbound: OutboundGuard, ow
   return { did: doc.id, endpoint: svc.serviceEndpoint.replace(/\/+$/, '') }
 }
 
-type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger' | 'outbound'>
+type Deps = { db: Db; config: Pick<Config, 'serviceDid'>; tokenKeys: TokenKeys; logger: Logger; outbound: OutboundGuard }
 
 /** steps 3 to 5: migrating-out, the token, the best-effort `#account` event */
 export async function startMigrationOut(deps: Deps, account: AccountRow, to: string) {
@@ -114,7 +116,7 @@ export type MigrationCredentials = { type: 'migration'; did: string; account: Ac
  * and the call stays anonymous.
  */
 export async function verifyMigrationToken(
-  deps: Pick<Services, 'db' | 'tokenKeys'>,
+  deps: { db: Db; tokenKeys: TokenKeys },
   token: string,
 ): Promise<MigrationCredentials | undefined> {
   let payload: Record<string, unknown>
