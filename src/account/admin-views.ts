@@ -11,6 +11,13 @@ export async function accountByDid(db: Store, did: string): Promise<AccountRow> 
   return account
 }
 
+/** as accountByDid, refusing a deleted account: the operator changes nothing on one */
+export async function undeletedAccountByDid(db: Store, did: string): Promise<AccountRow> {
+  const account = await accountByDid(db, did)
+  if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
+  return account
+}
+
 export async function accountView(db: Store, a: AccountRow) {
   const invitedWith = await invitedBy(db, a.did)
   return {

@@ -1,7 +1,7 @@
 // A fresh account: a repository signing key, a signed did:plc
 // genesis operation stored at sequence 0 of the local log, the account row, a session and the empty
 // signed repository, all in one transaction.
-import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'
+import { parseDidKey } from '@atproto/crypto'
 import type { Keypair } from '@atproto/crypto'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
@@ -16,6 +16,7 @@ import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, validateHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { useInviteCode } from './invites.js'
+import { newSigningKey } from './signing-keys.js'
 import { createEmptyRepo } from '../repo/writer.js'
 import { publishOp } from '../identity/directory.js'
 
@@ -46,7 +47,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
     }
   }
 
-  const signingKey = await Secp256k1Keypair.create({ exportable: true })
+  const { keypair: signingKey, row: signingKeyValues } = await newSigningKey()
   const genesis: UnsignedPlcOp = {
     type: 'plc_operation',
     rotationKeys: [...(input.recoveryKey ? [input.recoveryKey] : []), deps.rotationKey.did()],
@@ -83,11 +84,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
         .execute()
       await trx
         .insertInto('signing_key')
-        .values({
-          did,
-          private_key_hex: Buffer.from(await signingKey.export()).toString('hex'),
-          public_key_multibase: signingKey.did().replace(/^did:key:/, ''),
-        })
+        .values({ did, ...signingKeyValues })
         .execute()
       await appendOp(trx, did, 0, signed)
       await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })

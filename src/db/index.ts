@@ -1,5 +1,13 @@
-// The only module that knows SQLite from PostgreSQL: opens the store for the configured dialect
-// and runs the numbered migrations at start.
+// Opens the store for the configured dialect and runs the numbered migrations at start.
+//
+// Where queries live and how they are written: handlers never query; the domain module that owns
+// a table (account/, repo/, identity/, sequencer/, migration/) exports a small named function
+// per query. One style per purpose:
+// - the Kysely builder for ordinary queries;
+// - prepared() (db/prepared.ts) for the measured hot reads, compiled once per dialect;
+// - exec() (db/raw.ts) and bulkInsert() (db/bulk-insert.ts) for the multi-row writes of a commit
+//   or an import, where compiling each statement costs more than running it.
+// Whatever differs between SQLite and PostgreSQL is a named function in db/dialect.ts.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { Kysely, PostgresDialect, sql } from 'kysely'

@@ -9,6 +9,7 @@ import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'
 import { accountEvent } from '../sequencer/index.js'
 import { newJti, type TokenKeys } from '../auth/session-tokens.js'
+import { readCapped } from '../outbound.js'
 
 export const MIGRATION_TOKEN_TTL_S = 60 * 60
 const FETCH_TIMEOUT_MS = 5000
@@ -42,17 +43,9 @@ export async function resolveDestination(to: string, outbound: OutboundGuard, ow
       await res.body.dump()
       throw unreachable()
     }
-    const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of res.body) {
-      size += chunk.length
-      if (size > MAX_DOC_BYTES) {
-        res.body.destroy()
-        throw bad('the DID document is too large')
-      }
-      chunks.push(chunk)
-    }
-    text = Buffer.concat(chunks).toString('utf8')
+    const bytes = await readCapped(res.body, MAX_DOC_BYTES)
+    if (!bytes) throw bad('the DID document is too large')
+    text = bytes.toString('utf8')
   } catch (err) {
     if ((err as { error?: string }).error === 'BadDestination') throw err
     throw unreachable()

@@ -6,7 +6,7 @@ import { parseDidKey } from '@atproto/crypto'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
-import { accountByDid } from '../../../../account/admin-views.js'
+import { undeletedAccountByDid } from '../../../../account/admin-views.js'
 import { xrpcError } from '../../../../errors.js'
 import { setSigningKey } from '../../../../identity/amend.js'
 
@@ -18,7 +18,6 @@ export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 
     } catch {
       throw xrpcError('InvalidRequest', 'signingKey must be a did:key of a supported curve')
     }
-    const account = await accountByDid(db, did)
-    if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
+    const account = await undeletedAccountByDid(db, did)
     await setSigningKey(db, did, signingKey, account.handle, { rotationKey, plcUrl: config.plcUrl })
   })
