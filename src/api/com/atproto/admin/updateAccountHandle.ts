@@ -6,7 +6,6 @@ import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { undeletedAccountByDid } from '../../../../account/admin-views.js'
 import { checkHandleFree, validateHandle } from '../../../../account/handles.js'
-import { xrpcError } from '../../../../errors.js'
 import { setHandle } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
