@@ -37,3 +37,9 @@ export const numberPlaceholders = (dialect: Dialect, text: string) => {
   let n = 0
   return text.replace(/\?/g, () => `$${++n}`)
 }
+
+/** PostgreSQL: takes a transaction-scoped advisory lock named by `name`; SQLite: nothing, its writers are serialized already */
+export async function advisoryLockByName(db: Store, name: string): Promise<void> {
+  if (dialectOf(db) !== 'postgres') return
+  await sql`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`.execute(db)
+}

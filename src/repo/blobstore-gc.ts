@@ -4,6 +4,7 @@
 // so the same bytes uploaded again while they are swept survive (see storeUpload).
 import { sql, type ExpressionBuilder } from 'kysely'
 import type { Db, Dialect } from '../db/index.js'
+import { advisoryLockByName } from '../db/dialect.js'
 import type { Schema, Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
 import { lockRoot } from './writer.js'
@@ -21,7 +22,7 @@ const STAGED_MAX_AGE_MS = 24 * 3600_000
  */
 export function withCidLock<T>(db: Db, cid: string, fn: (trx: Store) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {
-    if (db.dialect === 'postgres') await sql`select pg_advisory_xact_lock(hashtextextended(${'blob:' + cid}, 0))`.execute(trx)
+    await advisoryLockByName(trx, 'blob:' + cid)
     return fn(trx)
   })
 }
