@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util'
 import { XRPCError } from '@atproto/xrpc-server'
 import { ConfigError, loadConfig, migrateEnv } from './config.js'
-import { MigrateError, runMigration } from './migration/command.js'
+import { MigrateError, runMigration } from './cli/migrate.js'
 import { ask } from './prompt.js'
 import { openDb } from './db/index.js'
 import { parse, UsageError } from './ops/args.js'

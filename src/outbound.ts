@@ -15,3 +15,21 @@ export function isUndiciTimeout(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
 }
+
+/**
+ * the whole of `body` when it is at most `max` bytes; undefined when it is longer, the rest left
+ * unread and the stream closed, so a foreign server cannot make this process buffer without bound
+ */
+export async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of body) {
+    size += chunk.length
+    if (size > max) {
+      body.destroy()
+      return undefined
+    }
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
+}

@@ -1,7 +1,8 @@
 // The HTTP surface outside /xrpc/<method>: health, the service DID document, handle verification.
 import { Router } from 'express'
-import { sql } from 'kysely'
 import type { Services } from './context.js'
+import { ping } from './db/index.js'
+import { hostedHandleDid } from './account/handles.js'
 
 export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>, version: string): Router {
   const r = Router()
@@ -12,7 +13,7 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
   // a load balancer takes the process out of rotation when its database is gone
   r.get('/xrpc/_health', async (_req, res) => {
     try {
-      await sql`select 1`.execute(db)
+      await ping(db)
       res.json({ version, plc })
     } catch {
       res.status(503).json({ version, plc, error: 'ServiceUnavailable', message: 'Database unavailable' })
@@ -32,17 +33,10 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
   r.get('/.well-known/atproto-did', async (req, res, next) => {
     try {
       const host = (req.headers.host ?? '').replace(/:\d+$/, '').toLowerCase()
-      const row = host
-        ? await db
-            .selectFrom('account')
-            .select('did')
-            .where('handle', '=', host)
-            .where('status', '!=', 'deleted')
-            .executeTakeFirst()
-        : undefined
+      const did = host ? await hostedHandleDid(db, host) : undefined
       res.type('text/plain')
-      if (!row) res.status(404).send('User not found')
-      else res.send(row.did)
+      if (!did) res.status(404).send('User not found')
+      else res.send(did)
     } catch (err) {
       next(err)
     }
@@ -53,15 +47,7 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
   r.get('/tls-check', async (req, res, next) => {
     try {
       const domain = String(req.query.domain ?? '').toLowerCase()
-      const hosted =
-        domain === config.hostname ||
-        (!!domain &&
-          !!(await db
-            .selectFrom('account')
-            .select('did')
-            .where('handle', '=', domain)
-            .where('status', '!=', 'deleted')
-            .executeTakeFirst()))
+      const hosted = domain === config.hostname || (!!domain && !!(await hostedHandleDid(db, domain)))
       if (hosted) res.json({ success: true })
       else res.status(404).json({ error: 'NotFound', message: 'Not a handle on this server' })
     } catch (err) {

@@ -10,7 +10,7 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
-import { runMigration } from '../src/migration/command.js'
+import { runMigration } from '../src/cli/migrate.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 const CLI = new URL('../dist/cli.js', import.meta.url).pathname

@@ -1,8 +1,12 @@
 // A fresh account: a repository signing key, a signed did:plc
 // genesis operation stored at sequence 0 of the local log, the account row, a session and the empty
 // signed repository, all in one transaction.
-import { parseDidKey, Secp256k1Keypair } from '@atproto/crypto'
-import type { Services } from '../context.js'
+import { parseDidKey } from '@atproto/crypto'
+import type { Keypair } from '@atproto/crypto'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { TokenKeys } from '../auth/session-tokens.js'
+import type { OutboundGuard } from '../net/guard.js'
 import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { appendOp, didForGenesis, renderDidDoc, signOp, type UnsignedPlcOp } from '../identity/plc.js'
@@ -12,6 +16,7 @@ import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, validateHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { useInviteCode } from './invites.js'
+import { newSigningKey } from './signing-keys.js'
 import { createEmptyRepo } from '../repo/writer.js'
 import { publishOp } from '../identity/directory.js'
 
@@ -23,7 +28,13 @@ export type FreshAccountInput = {
   recoveryKey?: string
 }
 
-type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'rotationKey'>
+/** what a new account's checks need */
+export type NewAccountDeps = {
+  config: Pick<Config, 'inviteRequired' | 'handleDomains' | 'reservedHandles'>
+  db: Db
+  outbound?: OutboundGuard
+}
+type Deps = NewAccountDeps & { config: Pick<Config, 'plcUrl' | 'publicUrl'>; tokenKeys: TokenKeys; rotationKey: Keypair }
 
 export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   const { config, db } = deps
@@ -36,7 +47,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
     }
   }
 
-  const signingKey = await Secp256k1Keypair.create({ exportable: true })
+  const { keypair: signingKey, row: signingKeyValues } = await newSigningKey()
   const genesis: UnsignedPlcOp = {
     type: 'plc_operation',
     rotationKeys: [...(input.recoveryKey ? [input.recoveryKey] : []), deps.rotationKey.did()],
@@ -73,11 +84,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
         .execute()
       await trx
         .insertInto('signing_key')
-        .values({
-          did,
-          private_key_hex: Buffer.from(await signingKey.export()).toString('hex'),
-          public_key_multibase: signingKey.did().replace(/^did:key:/, ''),
-        })
+        .values({ did, ...signingKeyValues })
         .execute()
       await appendOp(trx, did, 0, signed)
       await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
@@ -98,7 +105,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
  * presence, and a read of handle and email availability (the unique indexes settle races)
  */
 export async function checkNewAccount(
-  deps: Pick<Services, 'config' | 'db'> & Partial<Pick<Services, 'outbound'>>,
+  deps: NewAccountDeps,
   input: { handle: string; email?: string; password?: string; inviteCode?: string },
   did?: string,
 ) {

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import { base32 } from 'multiformats/bases/base32'
 import type { EmailTokenPurpose } from '../db/index.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 
 const MINUTE = 60_000
 export const TOKEN_TTL_MS: Record<EmailTokenPurpose, number> = {

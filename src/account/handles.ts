@@ -96,3 +96,9 @@ export function checkEmail(input: string): string {
   if (email.length > 254 || !EMAIL.test(email)) throw xrpcError('InvalidRequest', 'Invalid email address')
   return email
 }
+
+/** the DID of the live account holding `handle`; undefined when none does */
+export async function hostedHandleDid(db: Store, handle: string): Promise<string | undefined> {
+  const row = await db.selectFrom('account').select('did').where('handle', '=', handle).where('status', '!=', 'deleted').executeTakeFirst()
+  return row?.did
+}

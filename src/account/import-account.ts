@@ -2,8 +2,9 @@
 // createAccount with `did` and a proof of control (a `plcOp` the DID's log holds or accepts, or a
 // service-auth token from the DID's current key). The account starts deactivated and
 // migrating-in, with no repository until importRepo.
-import { Secp256k1Keypair } from '@atproto/crypto'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { TokenKeys } from '../auth/session-tokens.js'
+import type { OutboundGuard } from '../net/guard.js'
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { appendOp, latestOp, opCid, renderDidDoc, type SignedPlcOp } from '../identity/plc.js'
@@ -12,20 +13,17 @@ import { provePlcOp } from '../migration/did-control.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
 import { mintPair } from '../auth/session-tokens.js'
 import { hashPassword } from './password.js'
-import { checkNewAccount, takenError } from './create.js'
-import { storeRefreshRecord, type Store } from './store.js'
+import { checkNewAccount, takenError, type NewAccountDeps } from './create.js'
+import { storeRefreshRecord } from './store.js'
+import type { Store } from '../db/schema.js'
 import { useInviteCode } from './invites.js'
+import { newSigningKey } from './signing-keys.js'
 
 export const PLC_DID = /^did:plc:[a-z2-7]{24}$/
 
 /** a new keypair for `did`, replacing any earlier reservation; returns the Multikey public key */
 export async function reserveSigningKey(db: Db, did: string): Promise<string> {
-  const key = await Secp256k1Keypair.create({ exportable: true })
-  const values = {
-    private_key_hex: Buffer.from(await key.export()).toString('hex'),
-    public_key_multibase: key.did().replace(/^did:key:/, ''),
-    created_at: new Date().toISOString(),
-  }
+  const values = { ...(await newSigningKey()).row, created_at: new Date().toISOString() }
   await db
     .insertInto('reserved_signing_key')
     .values({ did, ...values })
@@ -43,7 +41,7 @@ export type MigratingAccountInput = {
   inviteCode?: string
 }
 
-type Deps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound'>
+type Deps = NewAccountDeps & { config: Pick<Config, 'plcUrl' | 'publicUrl'>; tokenKeys: TokenKeys; outbound: OutboundGuard }
 
 export async function createMigratingAccount(deps: Deps, input: MigratingAccountInput) {
   const { config, db } = deps
@@ -113,11 +111,9 @@ export async function createServiceAuthAccount(
   }
   const { handle, email, inviteCode } = await checkNewAccount(deps, input, did)
   const reserved = await db.selectFrom('reserved_signing_key').selectAll().where('did', '=', did).executeTakeFirst()
-  let key = reserved && { private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase }
-  if (!key) {
-    const kp = await Secp256k1Keypair.create({ exportable: true })
-    key = { private_key_hex: Buffer.from(await kp.export()).toString('hex'), public_key_multibase: kp.did().replace(/^did:key:/, '') }
-  }
+  const key = reserved
+    ? { private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase }
+    : (await newSigningKey()).row
   const passwordHash = await hashPassword(input.password!)
   const tokens = await mintPair(deps.tokenKeys, did)
   try {

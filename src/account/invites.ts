@@ -2,8 +2,10 @@
 // account's transaction, so two sign-ups racing for the last use cannot both win.
 import { randomBytes } from 'node:crypto'
 import { base32 } from 'multiformats/bases/base32'
+import { sql } from 'kysely'
+import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 
 const part = () => base32.baseEncode(randomBytes(4)).slice(0, 5)
 /** `<host-with-dashes>-xxxxx-xxxxx`, as the reference PDS writes them */
@@ -102,4 +104,68 @@ export async function invitedBy(db: Store, did: string): Promise<InviteCodeView 
   const use = await db.selectFrom('invite_code_use').select('code').where('used_by', '=', did).executeTakeFirst()
   if (!use) return undefined
   return (await inviteCodeViews(db, { codes: [use.code] }))[0]
+}
+
+/** the given codes, and every code the given accounts own, stop being honoured */
+export async function disableInviteCodes(db: Db, by: { codes: string[]; accounts: string[] }): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    if (by.codes.length) await trx.updateTable('invite_code').set({ disabled: 1 }).where('code', 'in', by.codes).execute()
+    if (by.accounts.length) await trx.updateTable('invite_code').set({ disabled: 1 }).where('for_account', 'in', by.accounts).execute()
+  })
+}
+
+/** whether the codes `did` owns are honoured; `note` replaces the operator's note when given */
+export async function setAccountInvitesDisabled(db: Store, did: string, disabled: boolean, note?: string): Promise<void> {
+  await db
+    .updateTable('account')
+    .set({ invites_disabled: disabled ? 1 : 0, ...(note !== undefined ? { invite_note: note } : {}) })
+    .where('did', '=', did)
+    .execute()
+}
+
+/**
+ * every code, newest first (`recent`) or most used first (`usage`), a page after `cursor`: the
+ * last code's sort key and code, as `<key>::<code>`
+ */
+export async function listInviteCodes(db: Store, page: { sort: string; limit: number; cursor?: string }) {
+  const { sort, limit } = page
+  if (sort !== 'recent' && sort !== 'usage') throw xrpcError('InvalidRequest', 'sort is recent or usage')
+  // uses so far: remaining counts down from use_count at each sign-up
+  const key = sort === 'recent' ? sql<string>`created_at` : sql<number>`(use_count - remaining)`
+  let q = db
+    .selectFrom('invite_code')
+    .select(['code', 'created_at', sql<number>`(use_count - remaining)`.as('used')])
+    .orderBy(key, 'desc')
+    .orderBy('code', 'desc')
+    .limit(limit)
+  if (page.cursor) {
+    const at = page.cursor.lastIndexOf('::')
+    const [k, code] = [page.cursor.slice(0, at), page.cursor.slice(at + 2)]
+    const value = sort === 'usage' ? Number(k) : k
+    if (at < 0 || (sort === 'usage' && !Number.isSafeInteger(value))) throw xrpcError('InvalidRequest', 'Malformed cursor')
+    q = q.where(sql<boolean>`(${key} < ${value} or (${key} = ${value} and code < ${code}))`)
+  }
+  const rows = await q.execute()
+  const views = new Map((await inviteCodeViews(db, { codes: rows.map((r) => r.code) })).map((v) => [v.code, v]))
+  const last = rows[rows.length - 1]
+  return {
+    codes: rows.map((r) => views.get(r.code)!),
+    cursor: rows.length === limit ? `${sort === 'recent' ? last.created_at : Number(last.used)}::${last.code}` : undefined,
+  }
+}
+
+/** `count` codes for each of `accounts` (ADMIN_ACCOUNT: the operator's own), all or none */
+export async function createInviteCodesFor(
+  db: Db,
+  accounts: string[],
+  opts: { hostname: string; useCount: number; count?: number },
+): Promise<{ account: string; codes: string[] }[]> {
+  return db.transaction().execute(async (trx) => {
+    const out: { account: string; codes: string[] }[] = []
+    for (const account of accounts) {
+      const forAccount = account === ADMIN_ACCOUNT ? undefined : account
+      out.push({ account, codes: await createInviteCodes(trx, { ...opts, forAccount }) })
+    }
+    return out
+  })
 }

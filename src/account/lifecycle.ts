@@ -4,8 +4,10 @@
 import type { Db } from '../db/index.js'
 import type { AccountStatus } from '../db/index.js'
 import { syncCurrentCommit } from '../repo/sync.js'
+import { xrpcError } from '../errors.js'
+import { consumeEmailToken } from './email-tokens.js'
 import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
   const res = await trx
@@ -36,7 +38,7 @@ export const activate = (db: Db, did: string) =>
       await accountEvent(trx, did, 'active')
       const row = await trx.selectFrom('account').select('handle').where('did', '=', did).executeTakeFirst()
       await identityEvent(trx, did, row?.handle ?? undefined)
-      await syncCurrentCommit(trx, db.dialect, did)
+      await syncCurrentCommit(trx, did)
     }
     return changed
   })
@@ -67,3 +69,15 @@ export const restore = (db: Db, did: string) =>
     if (changed) await accountEvent(trx, did, 'active')
     return changed
   })
+
+/** the account's own deletion: consumes its delete-account token (a miss is 400 InvalidToken) and marks it deleted */
+export async function deleteWithToken(db: Db, did: string, token: string) {
+  await db.transaction().execute(async (trx) => {
+    const hit = await consumeEmailToken(trx, did, 'delete-account', token)
+    if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
+    await markDeleted(trx, did)
+  })
+}
+
+/** the operator's deletion */
+export const deleteAccount = (db: Db, did: string) => db.transaction().execute((trx) => markDeleted(trx, did))

@@ -6,7 +6,8 @@ import type { PasswordGuard } from '../auth/rate-limits.js'
 import type { AppPasswordClaim } from '../auth/session-tokens.js'
 import { matchLogin } from './app-passwords.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from './password.js'
-import { findAccount, type AccountRow, type Store } from './store.js'
+import { findAccount, type AccountRow } from './store.js'
+import type { Store } from '../db/schema.js'
 
 /** the account a password is tried against, as the lookup sees it: `" Alice.test"` is alice.test.
  *  The login budgets count per this key, so every spelling of one account shares them. */

@@ -4,7 +4,7 @@
 // password reset gives it back.
 import { randomBytes } from 'node:crypto'
 import { hashPassword } from './password.js'
-import type { Store } from './store.js'
+import type { Store } from '../db/schema.js'
 import type { Db } from '../db/index.js'
 import { endAllSessions } from '../auth/revocation.js'
 

@@ -3,7 +3,8 @@
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import * as dagCbor from '@ipld/dag-cbor'
-import { emailFields, type Store, type AccountRow } from './store.js'
+import { emailFields, type AccountRow } from './store.js'
+import type { Store } from '../db/schema.js'
 import { latestOp, pdsEndpoint, renderDidDoc } from '../identity/plc.js'
 import { repoCounts } from '../repo/read.js'
 

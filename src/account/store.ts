@@ -4,9 +4,7 @@ import type { AccountTable } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { didDocAtHead } from '../identity/doc-cache.js'
 import { latestOp, pdsEndpoint, renderDidDoc, type DidDocument } from '../identity/plc.js'
-
 import type { Store } from '../db/schema.js'
-export type { Store }
 export type AccountRow = Selectable<AccountTable>
 /** plc_cid: the CID of the account's newest PLC operation (null when there is none) */
 export type AccountWithHead = AccountRow & { plc_cid: string | null }

@@ -3,6 +3,7 @@
 // request says which are still good. No lookup is added to an authenticated request.
 import type { Db } from '../db/index.js'
 import type { Store } from '../db/schema.js'
+import { lockingRead } from '../db/dialect.js'
 import { ACCESS_TTL_S } from './session-tokens.js'
 
 /** what of an account row decides whether a token still stands */
@@ -28,9 +29,7 @@ export async function endAllSessions(trx: Store, did: string): Promise<void> {
 export async function endAppPasswordSessions(db: Db, did: string, name: string): Promise<void> {
   await db.transaction().execute(async (trx) => {
     // concurrent revocations queue on the account row, so none loses the other's entry
-    let lock = trx.selectFrom('account').select('revoked_app_passwords').where('did', '=', did)
-    if (db.dialect === 'postgres') lock = lock.forUpdate()
-    const row = await lock.executeTakeFirst()
+    const row = await lockingRead(db.dialect, trx.selectFrom('account').select('revoked_app_passwords').where('did', '=', did)).executeTakeFirst()
     if (!row) return
     const gone = await trx.deleteFrom('app_password').where('did', '=', did).where('name', '=', name).returning('created_at').executeTakeFirst()
     await trx.deleteFrom('refresh_token').where('did', '=', did).where('kind', '=', 'session').where('app_password_name', '=', name).execute()

@@ -1,9 +1,9 @@
 // Multi-row INSERTs of many rows (importRepo: tens of thousands) through raw.ts: no query tree
 // per row, one SQL text per chunk size. Callers pass rows sorted by the table's primary key, so
 // the B-tree only ever appends.
-import type { Dialect } from './index.js'
+import type { Dialect } from './dialect.js'
 import { exec, valuesList } from './raw.js'
-import type { Store } from '../repo/storage.js'
+import type { Store } from './schema.js'
 
 // bound parameters per statement: under SQLite's 32766 and PostgreSQL's 65535. Rows per
 // statement: SQLite's prepare time (and the cached statement's size) grows faster than the VALUES

@@ -1,14 +1,23 @@
-// The only module that knows SQLite from PostgreSQL: opens the store for the configured dialect
-// and runs the numbered migrations at start.
+// Opens the store for the configured dialect and runs the numbered migrations at start.
+//
+// Where queries live and how they are written: handlers never query; the domain module that owns
+// a table (account/, repo/, identity/, sequencer/, migration/) exports a small named function
+// per query. One style per purpose:
+// - the Kysely builder for ordinary queries;
+// - prepared() (db/prepared.ts) for the measured hot reads, compiled once per dialect;
+// - exec() (db/raw.ts) and bulkInsert() (db/bulk-insert.ts) for the multi-row writes of a commit
+//   or an import, where compiling each statement costs more than running it.
+// Whatever differs between SQLite and PostgreSQL is a named function in db/dialect.ts.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { Kysely, PostgresAdapter, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite } from './dialect-sqlite.js'
 import { retryTransactions } from '../patches/kysely.js'
-import type { Schema, Store } from './schema.js'
+import type { Schema } from './schema.js'
+import type { Dialect } from './dialect.js'
 import { limitSnapshots, postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
 import * as m001 from './migrations/001-init.js'
 import * as m002 from './migrations/002-accounts.js'
@@ -20,7 +29,7 @@ import * as m007 from './migrations/007-credential-generation.js'
 import * as m008 from './migrations/008-handle-reuse.js'
 import * as m009 from './migrations/009-moderation.js'
 
-export type Dialect = 'sqlite' | 'postgres'
+export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
   dialect: Dialect
   /** PostgreSQL only: for pool metrics */
@@ -33,7 +42,8 @@ export type Db = Kysely<Schema> & {
   /** a consistent read-only view that does not hold writers up, until its `end` (db/snapshot.ts) */
   snapshot: () => Promise<Snapshot>
 }
-export type * from './schema.js'
+// Store is imported from schema.ts itself: one module names it
+export type { AccountStatus, MigrationState, AccountTable, RefreshTokenTable, PlcOperationTable, SigningKeyTable, EventTable, OAuthRequestTable, OAuthCodeTable, AppPasswordTable, EmailTokenPurpose, EmailTokenTable, InviteCodeTable, InviteCodeUseTable, RepoRootTable, RepoBlockTable, RecordTable, RecordBlobTable, BlobTable, ReservedSigningKeyTable, AccountPrefTable, Schema } from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,
@@ -152,9 +162,9 @@ async function migrate(db: Db, schema?: string) {
   }
 }
 
-/** the dialect behind a store or a transaction on it */
-export function dialectOf(db: Store): Dialect {
-  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
+/** resolves when the database answers a trivial query */
+export async function ping(db: Db): Promise<void> {
+  await sql`select 1`.execute(db)
 }
 
 /** true when `err` is a unique-constraint violation on either dialect */

@@ -2,7 +2,7 @@
 // which costs more than SQLite takes to answer a primary-key lookup; a prepared query is built
 // on first use with marker arguments, and later calls only put their values in the markers' places.
 import type { CompiledQuery, Compilable } from 'kysely'
-import { dialectOf } from './index.js'
+import { dialectOf } from './dialect.js'
 import type { Store } from './schema.js'
 
 type Compiled<R> = { query: CompiledQuery<R>; slots: number[] }

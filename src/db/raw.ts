@@ -2,9 +2,8 @@
 // Kysely builds and compiles a query anew on every call, which costs more than these statements
 // themselves. Text is written with `?` placeholders and numbered ($1, $2, ...) for PostgreSQL.
 import { CompiledQuery, type QueryResult } from 'kysely'
-import type { Dialect } from './index.js'
+import { numberPlaceholders, type Dialect } from './dialect.js'
 import type { Store } from './schema.js'
-
 
 // distinct texts: a handful of statements times the row counts they are used with
 const MAX_TEXTS = 2000
@@ -21,13 +20,7 @@ function cached(key: string, make: () => string): string {
 
 /** runs `sql` (with `?` placeholders, none inside literals) on `db` */
 export function exec<R = unknown>(db: Store, dialect: Dialect, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
-  const text =
-    dialect === 'sqlite'
-      ? sql
-      : cached(`pg:${sql}`, () => {
-          let n = 0
-          return sql.replace(/\?/g, () => `$${++n}`)
-        })
+  const text = dialect === 'sqlite' ? sql : cached(`pg:${sql}`, () => numberPlaceholders(dialect, sql))
   return db.executeQuery<R>(CompiledQuery.raw(text, params as unknown[]))
 }
 
@@ -44,5 +37,3 @@ export const inList = (n: number) => cached(`in:${n}`, () => `(${Array(n).fill('
 /** rows changed by an INSERT, UPDATE or DELETE */
 export const changed = (res: QueryResult<unknown>) => Number(res.numAffectedRows ?? 0)
 
-/** a bytes column as hex text: many small blobs read as strings cost less than a Buffer each */
-export const hexOf = (dialect: Dialect, column: string) => (dialect === 'sqlite' ? `hex(${column})` : `encode(${column}, 'hex')`)

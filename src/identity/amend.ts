@@ -43,3 +43,10 @@ export async function setHandle(db: Db, did: string, handle: string, deps: Amend
     throw err
   }
 }
+
+/** names `signingKey` (a did:key) as the DID's atproto verification method */
+export async function setSigningKey(db: Db, did: string, signingKey: string, handle: string, deps: AmendDeps) {
+  await db.transaction().execute((trx) =>
+    amendPlcOp(trx, did, deps, (prev) => ({ verificationMethods: { ...prev.verificationMethods, atproto: signingKey } }), handle),
+  )
+}

@@ -3,7 +3,7 @@
 // services up), did:plc from PDS_DID_PLC_URL or, without one, the local operation log. Documents
 // are cached for an hour.
 import type { OutboundGuard } from '../net/guard.js'
-import { request } from '../outbound.js'
+import { readCapped, request } from '../outbound.js'
 import type { Db } from '../db/index.js'
 import { latestOp, renderDidDoc } from './plc.js'
 
@@ -77,17 +77,9 @@ export class DidResolver {
       await res.body.dump()
       return null
     }
-    let size = 0
-    const chunks: Buffer[] = []
-    for await (const chunk of res.body) {
-      size += chunk.length
-      if (size > MAX_DOC_BYTES) {
-        res.body.destroy()
-        return null
-      }
-      chunks.push(chunk)
-    }
-    const doc = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+    const bytes = await readCapped(res.body, MAX_DOC_BYTES)
+    if (!bytes) return null
+    const doc = JSON.parse(bytes.toString('utf8'))
     return doc && typeof doc === 'object' && typeof doc.id === 'string' ? doc : null
   }
 }

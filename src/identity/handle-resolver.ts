@@ -5,6 +5,7 @@ import { isValidDid, isValidHandle, isValidTld } from '@atproto/syntax'
 import type { Config } from '../config.js'
 import type { Store } from '../db/schema.js'
 import type { OutboundGuard } from '../net/guard.js'
+import { readCapped } from '../outbound.js'
 
 const TIMEOUT_MS = 3000
 const FOUND_TTL_MS = 5 * 60_000
@@ -97,15 +98,9 @@ async function fromWellKnown(outbound: OutboundGuard, handle: string): Promise<s
       await res.body.dump().catch(() => {})
       return undefined
     }
-    const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of res.body) {
-      size += chunk.length
-      // leaving the loop closes the stream
-      if (size > BODY_MAX) return undefined
-      chunks.push(chunk)
-    }
-    const did = Buffer.concat(chunks).toString('utf8').split('\n')[0].trim()
+    const bytes = await readCapped(res.body, BODY_MAX)
+    if (!bytes) return undefined
+    const did = bytes.toString('utf8').split('\n')[0].trim()
     return isValidDid(did) ? did : undefined
   } catch {
     return undefined

@@ -2,7 +2,10 @@
 // directions agree (the document claims the handle and the handle resolves back to the DID);
 // otherwise the handle is `handle.invalid`.
 import { isValidHandle, normalizeHandle } from '@atproto/syntax'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { OutboundGuard } from '../net/guard.js'
+import type { DidResolver } from './did-resolver.js'
 import { didDocFor } from '../account/store.js'
 import { xrpcError } from '../errors.js'
 import { resolveFromDirectory } from './directory.js'
@@ -10,7 +13,7 @@ import { resolveHandleDid } from './handle-resolver.js'
 
 const HANDLE_INVALID = 'handle.invalid'
 
-type Deps = Pick<Services, 'db' | 'config' | 'didResolver' | 'outbound'>
+type Deps = { db: Db; config: Pick<Config, 'plcUrl' | 'handleDomains'>; didResolver: DidResolver; outbound: OutboundGuard }
 type Opts = { fresh?: boolean }
 type Doc = { [k: string]: unknown }
 

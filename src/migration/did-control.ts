@@ -3,13 +3,13 @@
 // (and sign service tokens) as them.
 import { verifySignature } from '@atproto/crypto'
 import * as dagCbor from '@ipld/dag-cbor'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
 import type { Store } from '../db/schema.js'
 import { xrpcError } from '../errors.js'
 import { lastFromDirectory, plcData } from '../identity/directory.js'
 import { latestOp, opCid, type SignedPlcOp } from '../identity/plc.js'
 
-type Deps = { db: Store; config: Pick<Services['config'], 'plcUrl' | 'publicUrl'> }
+type Deps = { db: Store; config: Pick<Config, 'plcUrl' | 'publicUrl'> }
 
 /**
  * How `op` proves control of `did`: it is already the DID's newest operation ('current'), or one

@@ -14,9 +14,11 @@ import { TID } from '@atproto/common'
 import type { Keypair } from '@atproto/crypto'
 import { parseCid } from '@atproto/lex-data'
 import { isValidTid } from '@atproto/syntax'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { Logger } from '../logger.js'
 import type { Db } from '../db/index.js'
 import { bulkInsert } from '../db/bulk-insert.js'
+import { lockingRead } from '../db/dialect.js'
 import { xrpcError } from '../errors.js'
 import { readCarBlocks, type BlockIndex, type CarBlocks, type CarHooks } from '../repo/car-blocks.js'
 import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
@@ -34,7 +36,7 @@ const BATCH_ROWS = 1000
 const BATCH_BYTES = 8 * 1024 * 1024
 const AUDIT_TIMEOUT_MS = 10_000
 
-type Deps = Pick<Services, 'db' | 'config' | 'logger'> & { hooks?: ImportHooks }
+type Deps = { db: Db; config: Pick<Config, 'dataDir' | 'plcUrl'>; logger: Logger; hooks?: ImportHooks }
 
 // one import at a time per process: each holds its whole CAR until it commits
 let importing = false
@@ -94,9 +96,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
 
   return db.transaction().execute(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
-    let lock = trx.selectFrom('account').select('did').where('did', '=', did)
-    if (db.dialect === 'postgres') lock = lock.forUpdate()
-    await lock.executeTakeFirst()
+    await lockingRead(db.dialect, trx.selectFrom('account').select('did').where('did', '=', did)).executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()
     // the repository replaced (empty: it had no records), if any; relays need its rev and tree
     const before = await trx.selectFrom('repo_root').select('rev').where('did', '=', did).executeTakeFirst()

@@ -2,11 +2,14 @@
 // state and the 60-minute migration token that getRepo and getBlob accept as Bearer.
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import type { OutboundGuard } from '../net/guard.js'
-import type { Services } from '../context.js'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { Logger } from '../logger.js'
 import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'
 import { accountEvent } from '../sequencer/index.js'
 import { newJti, type TokenKeys } from '../auth/session-tokens.js'
+import { readCapped } from '../outbound.js'
 
 export const MIGRATION_TOKEN_TTL_S = 60 * 60
 const FETCH_TIMEOUT_MS = 5000
@@ -40,17 +43,9 @@ export async function resolveDestination(to: string, outbound: OutboundGuard, ow
       await res.body.dump()
       throw unreachable()
     }
-    const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of res.body) {
-      size += chunk.length
-      if (size > MAX_DOC_BYTES) {
-        res.body.destroy()
-        throw bad('the DID document is too large')
-      }
-      chunks.push(chunk)
-    }
-    text = Buffer.concat(chunks).toString('utf8')
+    const bytes = await readCapped(res.body, MAX_DOC_BYTES)
+    if (!bytes) throw bad('the DID document is too large')
+    text = bytes.toString('utf8')
   } catch (err) {
     if ((err as { error?: string }).error === 'BadDestination') throw err
     throw unreachable()
@@ -78,7 +73,7 @@ export async function resolveDestination(to: string, outbound: OutboundGuard, ow
   return { did: doc.id, endpoint: svc.serviceEndpoint.replace(/\/+$/, '') }
 }
 
-type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'logger' | 'outbound'>
+type Deps = { db: Db; config: Pick<Config, 'serviceDid'>; tokenKeys: TokenKeys; logger: Logger; outbound: OutboundGuard }
 
 /** steps 3 to 5: migrating-out, the token, the best-effort `#account` event */
 export async function startMigrationOut(deps: Deps, account: AccountRow, to: string) {
@@ -114,7 +109,7 @@ export type MigrationCredentials = { type: 'migration'; did: string; account: Ac
  * and the call stays anonymous.
  */
 export async function verifyMigrationToken(
-  deps: Pick<Services, 'db' | 'tokenKeys'>,
+  deps: { db: Db; tokenKeys: TokenKeys },
   token: string,
 ): Promise<MigrationCredentials | undefined> {
   let payload: Record<string, unknown>

@@ -5,7 +5,11 @@
 // requestAccountMigrate (standard atproto migration): signed and returned only, for the destination
 // to submit.
 import { parseDidKey } from '@atproto/crypto'
-import type { Services } from '../context.js'
+import type { Keypair } from '@atproto/crypto'
+import type { Config } from '../config.js'
+import type { Db } from '../db/index.js'
+import type { Logger } from '../logger.js'
+import type { OutboundGuard } from '../net/guard.js'
 import type { AccountRow } from '../account/store.js'
 import { consumeEmailToken } from '../account/email-tokens.js'
 import { isUniqueViolation } from '../db/index.js'
@@ -24,7 +28,13 @@ export type OpFields = {
   services?: unknown
 }
 
-type Deps = Pick<Services, 'db' | 'config' | 'rotationKey' | 'logger' | 'outbound'>
+type Deps = {
+  db: Db
+  config: Pick<Config, 'handleDomains' | 'reservedHandles' | 'plcUrl' | 'publicUrl'>
+  rotationKey: Keypair
+  logger: Logger
+  outbound: OutboundGuard
+}
 
 export async function signPlcOperation(deps: Deps, account: AccountRow, input: OpFields & { token?: string }): Promise<SignedPlcOp> {
   const { db, config, rotationKey, logger } = deps

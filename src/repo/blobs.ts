@@ -2,6 +2,7 @@
 // a record references it; the sweeper (blobstore-gc.ts) removes the rest after a grace period.
 import type { Readable } from 'node:stream'
 import type { Db } from '../db/index.js'
+import type { Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
 import { exec } from '../db/raw.js'
 import { withCidLock } from './blobstore-gc.js'
@@ -35,4 +36,30 @@ export async function storeUpload(
     await blobstore.discard(staged).catch(() => {})
   }
   return { cid: staged.cid, size: staged.size, mimeType }
+}
+
+/** CIDs of the blobs `did`'s records reference, in CID order after `cursor`; `since`: only records written after that rev */
+export async function referencedBlobCids(db: Store, did: string, page: { limit: number; cursor?: string; since?: string }): Promise<string[]> {
+  let q = db
+    .selectFrom('record_blob')
+    .select('record_blob.blob_cid')
+    .distinct()
+    .where('record_blob.did', '=', did)
+    .orderBy('record_blob.blob_cid')
+    .limit(page.limit)
+  if (page.cursor) q = q.where('record_blob.blob_cid', '>', page.cursor)
+  if (page.since) q = q.innerJoin('record', 'record.uri', 'record_blob.record_uri').where('record.rev', '>', page.since)
+  const rows = await q.execute()
+  return rows.map((r) => r.blob_cid)
+}
+
+/** the stored MIME type and size of a blob `did` holds; undefined when absent or taken down */
+export async function servableBlob(db: Store, did: string, cid: string) {
+  return db
+    .selectFrom('blob')
+    .select(['mime_type', 'size'])
+    .where('did', '=', did)
+    .where('cid', '=', cid)
+    .where('takedown_ref', 'is', null)
+    .executeTakeFirst()
 }

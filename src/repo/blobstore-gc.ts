@@ -4,6 +4,7 @@
 // so the same bytes uploaded again while they are swept survive (see storeUpload).
 import { sql, type ExpressionBuilder } from 'kysely'
 import type { Db, Dialect } from '../db/index.js'
+import { advisoryLockByName } from '../db/dialect.js'
 import type { Schema, Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
 import { lockRoot } from './writer.js'
@@ -21,7 +22,7 @@ const STAGED_MAX_AGE_MS = 24 * 3600_000
  */
 export function withCidLock<T>(db: Db, cid: string, fn: (trx: Store) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {
-    if (db.dialect === 'postgres') await sql`select pg_advisory_xact_lock(hashtextextended(${'blob:' + cid}, 0))`.execute(trx)
+    await advisoryLockByName(trx, 'blob:' + cid)
     return fn(trx)
   })
 }
@@ -85,7 +86,7 @@ export async function freesBytes(db: Db, rows: Sweepable[]): Promise<Set<string>
 async function sweepOne(db: Db, dialect: Dialect, blobstore: BlobStore, row: Sweepable, cutoff: string): Promise<number | null> {
   return withCidLock(db, row.cid, async (trx) => {
     // a write referencing the blob holds the repository's lock while it checks the row and adds its reference
-    await lockRoot(trx, dialect, row.did)
+    await lockRoot(trx, row.did)
     const res = await trx.deleteFrom('blob').where('did', '=', row.did).where('cid', '=', row.cid).where(sweepableWhere(cutoff)).executeTakeFirst()
     if (!Number(res.numDeletedRows)) return null
     const other = await trx.selectFrom('blob').select('did').where('cid', '=', row.cid).limit(1).executeTakeFirst()

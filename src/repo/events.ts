@@ -6,7 +6,7 @@ import { appendEvent } from '../sequencer/index.js'
 import { carChunks } from './car.js'
 import { CborWriter } from './cbor-writer.js'
 import { blockEntries } from '../patches/repo.js'
-import type { Store } from './storage.js'
+import type { Store } from '../db/schema.js'
 
 export type CommitOp = { action: 'create' | 'update' | 'delete'; path: string; cid: Cid | null; prev?: Cid }
 

@@ -6,7 +6,7 @@ import type { Db } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
 import { cachedRecord, rememberRecord } from './record-cache.js'
-import type { Store } from './storage.js'
+import type { Store } from '../db/schema.js'
 
 const accountByDid = prepared((db: Store, did: string) =>
   db.selectFrom('account').selectAll().where('status', '!=', 'deleted').where('did', '=', did),
@@ -151,4 +151,28 @@ export async function repoCounts(db: Store, did: string) {
     expectedBlobs: Number(expected?.n ?? 0),
     importedBlobs: Number(imported?.n ?? 0),
   }
+}
+
+/** the repository's current commit and rev; undefined before it has one */
+export async function repoHead(db: Store, did: string): Promise<{ cid: string; rev: string } | undefined> {
+  return db.selectFrom('repo_root').select(['cid', 'rev']).where('did', '=', did).executeTakeFirst()
+}
+
+/** the collections the repository holds records in, in name order */
+export async function repoCollections(db: Store, did: string): Promise<string[]> {
+  const rows = await db.selectFrom('record').select('collection').distinct().where('did', '=', did).orderBy('collection').execute()
+  return rows.map((r) => r.collection)
+}
+
+/** hosted repositories (deleted accounts' excluded) with their head and status, in DID order after `cursor` */
+export async function listRepoHeads(db: Store, page: { limit: number; cursor?: string }) {
+  let q = db
+    .selectFrom('repo_root')
+    .innerJoin('account', 'account.did', 'repo_root.did')
+    .select(['repo_root.did', 'repo_root.cid', 'repo_root.rev', 'account.status'])
+    .where('account.status', '!=', 'deleted')
+    .orderBy('repo_root.did')
+    .limit(page.limit)
+  if (page.cursor) q = q.where('repo_root.did', '>', page.cursor)
+  return q.execute()
 }

@@ -1,12 +1,19 @@
 // The repository as a CAR rooted at the current commit, streamed: the header and the commit block
 // go out at once, then the other blocks a page at a time, each page read only once the client has
 // taken the previous one (so memory stays flat whatever the repository's size). getRepo
-// (optionally only blocks written after a revision) and getCheckout.
+// (optionally only blocks written after a revision) and getCheckout; and the proof of one record
+// (sync.getRecord).
 import { Readable } from 'node:stream'
 import type { Db, Dialect } from '../db/index.js'
-import { exec, hexOf } from '../db/raw.js'
+import { exec } from '../db/raw.js'
+import { hexOf } from '../db/dialect.js'
 import type { Snapshot } from '../db/snapshot.js'
+import { getRecords } from '@atproto/repo'
+import { parseCid } from '@atproto/lex-data'
+import { xrpcError } from '../errors.js'
 import { CarWriter } from './car.js'
+import { SqlRepoStorage } from './storage.js'
+import { concat } from './util.js'
 import { syncRepo } from './read.js'
 
 // pages in key order, each one short-lived: the whole repository's rows held at once outlive
@@ -108,4 +115,18 @@ function exportStream(dialect: Dialect, snap: Snapshot, did: string, root: strin
     },
   })
   return stream
+}
+
+/**
+ * sync.getRecord: a CAR proving the record's presence (or absence) under the current commit: the
+ * commit, the MST path and the record block. A taken-down record is RecordNotFound.
+ */
+export async function recordProofCar(db: Db, did: string, path: { collection: string; rkey: string }): Promise<Uint8Array> {
+  return db.transaction().execute(async (trx) => {
+    const { root } = await syncRepo(trx, did)
+    const uri = `at://${did}/${path.collection}/${path.rkey}`
+    const row = await trx.selectFrom('record').select('takedown_ref').where('uri', '=', uri).executeTakeFirst()
+    if (row && row.takedown_ref !== null) throw xrpcError('RecordNotFound', `Could not locate record: ${uri}`)
+    return concat(getRecords(new SqlRepoStorage(trx, did), parseCid(root.cid), [path as never]))
+  })
 }

@@ -6,9 +6,7 @@ import type { Kysely } from 'kysely'
 import { dialectOf, type Dialect, type Schema } from '../db/index.js'
 import { changed, exec, inList, valuesList } from '../db/raw.js'
 import { blockEntries, cidStrings } from '../patches/repo.js'
-
 import type { Store } from '../db/schema.js'
-export type { Store }
 
 // rows per INSERT: five parameters each, well under SQLite's and PostgreSQL's bind limits
 const CHUNK = 500

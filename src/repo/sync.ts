@@ -6,15 +6,15 @@ import { TID } from '@atproto/common'
 import { encode } from '@atproto/lex-cbor'
 import { parseCid } from '@atproto/lex-data'
 import { BlockMap, CidSet, def, ensureV3Commit, Repo, verifyCommitSig } from '@atproto/repo'
-import type { Dialect } from '../db/index.js'
 import { appendSyncEvent } from './events.js'
 import { cidForDagCbor } from './node-cbor.js'
-import { SqlRepoStorage, type Store } from './storage.js'
+import { SqlRepoStorage } from './storage.js'
+import type { Store } from '../db/schema.js'
 import { lockRoot, signingKeyFor } from './writer.js'
 
 /** appends `#sync` for `did`'s current commit (inside the caller's transaction); returns its rev */
-export async function syncCurrentCommit(trx: Store, dialect: Dialect, did: string): Promise<string> {
-  const root = await lockRoot(trx, dialect, did)
+export async function syncCurrentCommit(trx: Store, did: string): Promise<string> {
+  const root = await lockRoot(trx, did)
   const keypair = await signingKeyFor(trx, did)
   const storage = new SqlRepoStorage(trx, did)
   if (!root) {

@@ -2,7 +2,7 @@
 // which the reads fetch anyway, so a taken-down one reads as absent at no extra cost and the
 // repository itself (its blocks and commits) stays as it is. Reversal clears the reference.
 import { xrpcError } from '../errors.js'
-import type { Store } from './storage.js'
+import type { Store } from '../db/schema.js'
 
 const RECORD_URI = /^at:\/\/(did:[a-z]+:[a-zA-Z0-9._:%-]+)\/([^/]+)\/([^/]+)$/
 

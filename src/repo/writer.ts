@@ -5,7 +5,8 @@
 import type { Keypair } from '@atproto/crypto'
 import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
-import type { Db, Dialect } from '../db/index.js'
+import type { Db } from '../db/index.js'
+import { dialectOf, lockingRead, type Dialect } from '../db/dialect.js'
 import { prepared } from '../db/prepared.js'
 import { exec, inList, valuesList } from '../db/raw.js'
 import { xrpcError } from '../errors.js'
@@ -14,7 +15,8 @@ import { buildCommit, type RepoHead, type TreeOp } from './commit.js'
 import { cidStrings } from '../patches/repo.js'
 import { appendCommitOrSync, appendSyncEvent, type CommitOp } from './events.js'
 import type { PreparedWrite } from './prepare.js'
-import { SqlRepoStorage, type Store } from './storage.js'
+import { SqlRepoStorage } from './storage.js'
+import type { Store } from '../db/schema.js'
 import { putTree, takeTree } from './tree-cache.js'
 
 export type CommitRef = { cid: string; rev: string }
@@ -111,12 +113,12 @@ async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promi
   return { head: { did: commit.did, cid, rev: commit.rev, data: MST.load(storage, commit.data) }, storage, built: 0 }
 }
 
-const selectRoot = prepared((db, did: string) => db.selectFrom('repo_root').selectAll().where('did', '=', did))
-const selectRootForUpdate = prepared((db, did: string) => db.selectFrom('repo_root').selectAll().where('did', '=', did).forUpdate())
+// compiled once per dialect, so the lock costs nothing per call
+const selectRootLocked = prepared((db, did: string) => lockingRead(dialectOf(db), db.selectFrom('repo_root').selectAll().where('did', '=', did)))
 
 /** locks the repository's root row for the rest of the transaction and returns it */
-export async function lockRoot(trx: Store, dialect: Dialect, did: string) {
-  const [row] = await (dialect === 'postgres' ? selectRootForUpdate : selectRoot)(trx, did)
+export async function lockRoot(trx: Store, did: string) {
+  const [row] = await selectRootLocked(trx, did)
   return row
 }
 
@@ -127,7 +129,7 @@ export async function writeRecords(
   opts: { swapCommit?: string } = {},
 ): Promise<{ commit: CommitRef | null; current: CommitRef; results: WriteResult[] }> {
   return db.transaction().execute(async (trx) => {
-    const root = await lockRoot(trx, db.dialect, did)
+    const root = await lockRoot(trx, did)
     if (!root) throw xrpcError('InvalidRequest', `Could not find repo: ${did}`)
     if (opts.swapCommit !== undefined && opts.swapCommit !== root.cid) {
       throw xrpcError('InvalidSwap', `Commit was at ${root.cid}`)

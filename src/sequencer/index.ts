@@ -2,9 +2,9 @@
 // assigned by the store, payload the DAG-CBOR body of the subscribeRepos message without its
 // `seq` and `time` (both are filled in from the row when served).
 import * as dagCbor from '@ipld/dag-cbor'
-import { sql } from 'kysely'
 import { prepared } from '../db/prepared.js'
-import { dialectOf, type AccountStatus, type EventTable } from '../db/index.js'
+import type { AccountStatus, EventTable } from '../db/index.js'
+import { advisoryLockAndNotify } from '../db/dialect.js'
 import { noteEvent } from './local.js'
 import { EVENT_CHANNEL } from './wakeup.js'
 import type { Store } from '../db/schema.js'
@@ -24,9 +24,7 @@ export async function appendEvent(
   // here to commit makes seq order the commit order (SQLite writers are serialized already).
   // The notification (delivered at commit, not before) wakes the firehose of every process
   // sharing this schema (sequencer/wakeup.ts).
-  if (dialectOf(db) === 'postgres') {
-    await sql`select pg_advisory_xact_lock(${EVENT_LOCK}), pg_notify(${EVENT_CHANNEL}, current_schema())`.execute(db)
-  }
+  await advisoryLockAndNotify(db, EVENT_LOCK, EVENT_CHANNEL)
   const payload = body instanceof Uint8Array ? body : dagCbor.encode(body)
   const at = new Date().toISOString()
   const [row] = await insertEvent(db, type, did, payload, at)

@@ -3,7 +3,8 @@
 // committed (on SQLite, once its fsync is done: what the writer's answer waits for too), instead
 // of waiting for the next read of the log. The log stays the source of truth: the firehose takes
 // a handed event only when it directly follows the last one it sent, and reads the log otherwise.
-import type { Db, Schema, Store } from '../db/index.js'
+import type { Db, Schema } from '../db/index.js'
+import type { Store } from '../db/schema.js'
 import { afterCommit } from '../patches/kysely.js'
 
 export type LocalEvent = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }

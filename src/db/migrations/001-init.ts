@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const bytes = dialect === 'sqlite' ? 'blob' : 'bytea'

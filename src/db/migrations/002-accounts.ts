@@ -1,6 +1,6 @@
 // App passwords, email tokens and invite codes.
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 export async function up(db: Kysely<unknown>, _dialect: Dialect): Promise<void> {
   // one salt per account for every app password: a login hashes a candidate once and compares

@@ -1,7 +1,7 @@
 // Repositories and blobs: the block store, the repository head, the record index, record→blob
 // references and blob metadata. Independent of every other migration but 001.
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const bytes = dialect === 'sqlite' ? 'blob' : 'bytea'

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // OAuth authorization server state: pushed authorization requests and
 // one-time authorization codes; OAuth refresh records remember the client they were issued to and

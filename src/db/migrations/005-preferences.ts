@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // Private app preferences (app.bsky.actor.putPreferences), one row per preference, kept in the
 // order the client gave them.

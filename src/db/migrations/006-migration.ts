@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // Account migration: signing keys reserved for DIDs that may move here, and the
 // DID an account is moving to, which its 60-minute migration token names as `aud`.

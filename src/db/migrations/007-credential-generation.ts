@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // Ending sessions without a lookup per request: the account row, read on every authenticated
 // request anyway, carries the generation its tokens must name (bumped when the password changes)

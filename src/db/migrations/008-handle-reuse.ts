@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely'
 import { sql } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // A deleted account keeps its row (its DID stays taken) but gives its handle back: uniqueness now
 // covers live accounts only.

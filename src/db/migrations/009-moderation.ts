@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../index.js'
+import type { Dialect } from '../dialect.js'
 
 // Record and blob takedowns: the reference of the moderation action on the row itself, so reads
 // that already fetch the row hide a taken-down one without another query. Null: not taken down.

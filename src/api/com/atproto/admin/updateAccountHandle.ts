@@ -4,16 +4,14 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
-import { accountByDid } from '../../../../account/admin-views.js'
+import { undeletedAccountByDid } from '../../../../account/admin-views.js'
 import { checkHandleFree, validateHandle } from '../../../../account/handles.js'
-import { xrpcError } from '../../../../errors.js'
 import { setHandle } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
   api.com.atproto.admin.updateAccountHandle<AuthFor<'com.atproto.admin.updateAccountHandle'>>(async ({ input }) => {
     const { did } = input.body
-    const account = await accountByDid(db, did)
-    if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
+    const account = await undeletedAccountByDid(db, did)
     const handle = await validateHandle({ config, outbound }, input.body.handle, did)
     await checkHandleFree(db, did, handle)
     await setHandle(db, did, handle, { rotationKey, plcUrl: config.plcUrl })

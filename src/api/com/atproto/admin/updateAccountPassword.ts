@@ -6,7 +6,7 @@ import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { accountByDid } from '../../../../account/admin-views.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
-import { endAllSessions } from '../../../../auth/revocation.js'
+import { setPasswordHash } from '../../../../account/passwords.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.admin.updateAccountPassword<AuthFor<'com.atproto.admin.updateAccountPassword'>>(async ({ input }) => {
@@ -16,8 +16,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     }
     await accountByDid(db, did)
     const hash = await hashPassword(password)
-    await db.transaction().execute(async (trx) => {
-      await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
-      await endAllSessions(trx, did)
-    })
+    await setPasswordHash(db, did, hash)
   })

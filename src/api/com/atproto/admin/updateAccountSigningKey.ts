@@ -6,9 +6,9 @@ import { parseDidKey } from '@atproto/crypto'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
-import { accountByDid } from '../../../../account/admin-views.js'
+import { undeletedAccountByDid } from '../../../../account/admin-views.js'
 import { xrpcError } from '../../../../errors.js'
-import { amendPlcOp } from '../../../../identity/amend.js'
+import { setSigningKey } from '../../../../identity/amend.js'
 
 export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 'config' | 'rotationKey'>) =>
   api.com.atproto.admin.updateAccountSigningKey<AuthFor<'com.atproto.admin.updateAccountSigningKey'>>(async ({ input }) => {
@@ -18,11 +18,6 @@ export default (api: Server, { db, config, rotationKey }: Pick<Services, 'db' | 
     } catch {
       throw xrpcError('InvalidRequest', 'signingKey must be a did:key of a supported curve')
     }
-    const account = await accountByDid(db, did)
-    if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
-    await db.transaction().execute((trx) =>
-      amendPlcOp(trx, did, { rotationKey, plcUrl: config.plcUrl }, (prev) => ({
-        verificationMethods: { ...prev.verificationMethods, atproto: signingKey },
-      }), account.handle),
-    )
+    const account = await undeletedAccountByDid(db, did)
+    await setSigningKey(db, did, signingKey, account.handle, { rotationKey, plcUrl: config.plcUrl })
   })

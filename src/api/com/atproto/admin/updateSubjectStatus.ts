@@ -5,7 +5,7 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import { accountByDid } from '../../../../account/admin-views.js'
+import { accountByDid, undeletedAccountByDid } from '../../../../account/admin-views.js'
 import { activate, deactivate, restore, takedown } from '../../../../account/lifecycle.js'
 import { blobStatus, recordStatus, setBlobTakedown, setRecordTakedown } from '../../../../repo/takedowns.js'
 
@@ -26,8 +26,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     }
     const did = s.$type === 'com.atproto.admin.defs#repoRef' ? s.did : undefined
     if (typeof did !== 'string') throw xrpcError('InvalidRequest', 'Unknown subject type')
-    const account = await accountByDid(db, did)
-    if (account.status === 'deleted') throw xrpcError('InvalidRequest', 'The account is deleted')
+    const account = await undeletedAccountByDid(db, did)
     if (td) {
       if (td.applied) await takedown(db, did, td.ref ?? null)
       else await restore(db, did)

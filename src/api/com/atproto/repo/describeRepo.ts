@@ -3,26 +3,20 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { didDocFor } from '../../../../account/store.js'
-import { readableRepo } from '../../../../repo/read.js'
+import { readableRepo, repoCollections } from '../../../../repo/read.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.repo.describeRepo<AuthFor<'com.atproto.repo.describeRepo'>>(async ({ params }) => {
     const account = await readableRepo(db, params.repo)
     const didDoc = await didDocFor(db, account.did)
-    const collections = await db
-      .selectFrom('record')
-      .select('collection')
-      .distinct()
-      .where('did', '=', account.did)
-      .orderBy('collection')
-      .execute()
+    const collections = await repoCollections(db, account.did)
     return {
       encoding: 'application/json',
       body: {
         handle: account.handle,
         did: account.did,
         didDoc: (didDoc ?? {}) as { [k: string]: unknown },
-        collections: collections.map((c) => c.collection),
+        collections,
         handleIsCorrect: !!didDoc?.alsoKnownAs.includes(`at://${account.handle}`),
       },
     }

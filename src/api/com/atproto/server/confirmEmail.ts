@@ -4,7 +4,7 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import { consumeEmailToken } from '../../../../account/email-tokens.js'
+import { confirmEmail } from '../../../../account/email.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.confirmEmail<AuthFor<'com.atproto.server.confirmEmail'>>(async ({ auth, input }) => {
@@ -13,9 +13,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     if (!email || input.body.email.trim().toLowerCase() !== email) {
       throw xrpcError('InvalidEmail', 'This is not the email address of the account')
     }
-    await db.transaction().execute(async (trx) => {
-      const hit = await consumeEmailToken(trx, did, 'confirm-email', input.body.token)
-      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 401)
-      await trx.updateTable('account').set({ email_confirmed_at: new Date().toISOString() }).where('did', '=', did).execute()
-    })
+    await confirmEmail(db, did, input.body.token)
   })

@@ -7,8 +7,7 @@ import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { checkMainPassword } from '../../../../account/login.js'
-import { consumeEmailToken } from '../../../../account/email-tokens.js'
-import { markDeleted } from '../../../../account/lifecycle.js'
+import { deleteWithToken } from '../../../../account/lifecycle.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.deleteAccount<AuthFor<'com.atproto.server.deleteAccount'>>(async ({ auth, input }) => {
@@ -16,9 +15,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     const { did, password, token } = input.body
     if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')
     if (!(await checkMainPassword(account, password))) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
-    await db.transaction().execute(async (trx) => {
-      const hit = await consumeEmailToken(trx, did, 'delete-account', token)
-      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
-      await markDeleted(trx, did)
-    })
+    await deleteWithToken(db, did, token)
   })

@@ -6,8 +6,7 @@ import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
-import { consumeEmailTokenByValue } from '../../../../account/email-tokens.js'
-import { endAllSessions } from '../../../../auth/revocation.js'
+import { resetPasswordHash } from '../../../../account/passwords.js'
 
 export const MIN_PASSWORD_LENGTH = 8
 
@@ -18,10 +17,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     if (password.length < MIN_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
     if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at most ${MAX_PASSWORD_LENGTH} characters`)
     const hash = await hashPassword(password)
-    await db.transaction().execute(async (trx) => {
-      const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
-      if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
-      await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()
-      await endAllSessions(trx, hit.did)
-    })
+    await resetPasswordHash(db, token, hash)
   })

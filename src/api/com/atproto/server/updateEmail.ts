@@ -7,28 +7,12 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
-import { isUniqueViolation } from '../../../../db/index.js'
-import { checkEmail } from '../../../../account/handles.js'
-import { consumeEmailToken } from '../../../../account/email-tokens.js'
+import { changeEmail } from '../../../../account/email.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.updateEmail<AuthFor<'com.atproto.server.updateEmail'>>(async ({ auth, input }) => {
     const { did, email_confirmed_at } = auth.credentials.account
     const { token, email } = input.body
     if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')
-    try {
-      await db.transaction().execute(async (trx) => {
-        let newEmail: string | undefined
-        if (token) {
-          const hit = await consumeEmailToken(trx, did, 'update-email', token)
-          if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
-          newEmail = hit.new_email ?? undefined
-        }
-        newEmail ??= checkEmail(email)
-        await trx.updateTable('account').set({ email: newEmail, email_confirmed_at: null }).where('did', '=', did).execute()
-      })
-    } catch (err) {
-      if (isUniqueViolation(err, 'account_email_uq')) throw xrpcError('EmailNotAvailable', 'This email address is already in use')
-      throw err
-    }
+    await changeEmail(db, did, { token, email })
   })

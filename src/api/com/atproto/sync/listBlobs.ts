@@ -4,26 +4,13 @@ import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { syncRepo } from '../../../../repo/read.js'
+import { referencedBlobCids } from '../../../../repo/blobs.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.sync.listBlobs<AuthFor<'com.atproto.sync.listBlobs'>>(async ({ params }) => {
     await syncRepo(db, params.did)
     const limit = params.limit ?? 500
-    let q = db
-      .selectFrom('record_blob')
-      .select('record_blob.blob_cid')
-      .distinct()
-      .where('record_blob.did', '=', params.did)
-      .orderBy('record_blob.blob_cid')
-      .limit(limit)
-    if (params.cursor) q = q.where('record_blob.blob_cid', '>', params.cursor)
-    if (params.since) {
-      q = q
-        .innerJoin('record', 'record.uri', 'record_blob.record_uri')
-        .where('record.rev', '>', params.since)
-    }
-    const rows = await q.execute()
-    const cids = rows.map((r) => r.blob_cid)
+    const cids = await referencedBlobCids(db, params.did, { limit, cursor: params.cursor, since: params.since })
     return {
       encoding: 'application/json',
       body: { cids, ...(cids.length === limit ? { cursor: cids[cids.length - 1] } : {}) },

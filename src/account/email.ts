@@ -1,0 +1,67 @@
+// Changes to an account's email address: confirming it, changing it by the account or the
+// operator, and finding the account a password reset is for.
+import type { Db } from '../db/index.js'
+import { isUniqueViolation } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { consumeEmailToken } from './email-tokens.js'
+import { checkEmail } from './handles.js'
+
+const notAvailable = () => xrpcError('EmailNotAvailable', 'This email address is already in use')
+
+/** consumes the confirm-email token and marks the address confirmed; a miss is 401 InvalidToken */
+export async function confirmEmail(db: Db, did: string, token: string): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    const hit = await consumeEmailToken(trx, did, 'confirm-email', token)
+    if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 401)
+    await trx.updateTable('account').set({ email_confirmed_at: new Date().toISOString() }).where('did', '=', did).execute()
+  })
+}
+
+/**
+ * the account's own change: with `token`, the address the update-email token carries (or `email`
+ * for a token issued without one); the new address is unconfirmed, and one in use leaves the
+ * token in place
+ */
+export async function changeEmail(db: Db, did: string, change: { token?: string; email: string }): Promise<void> {
+  try {
+    await db.transaction().execute(async (trx) => {
+      let newEmail: string | undefined
+      if (change.token) {
+        const hit = await consumeEmailToken(trx, did, 'update-email', change.token)
+        if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
+        newEmail = hit.new_email ?? undefined
+      }
+      newEmail ??= checkEmail(change.email)
+      await trx.updateTable('account').set({ email: newEmail, email_confirmed_at: null }).where('did', '=', did).execute()
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()
+    throw err
+  }
+}
+
+/** the operator's change: the address counts as unconfirmed, and tokens sent to the old one are dropped */
+export async function setEmail(db: Db, did: string, email: string): Promise<void> {
+  const taken = await db.selectFrom('account').select('did').where('email', '=', email).executeTakeFirst()
+  if (taken && taken.did !== did) throw notAvailable()
+  try {
+    await db.transaction().execute(async (trx) => {
+      await trx.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', did).execute()
+      await trx.deleteFrom('email_token').where('did', '=', did).execute()
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()
+    throw err
+  }
+}
+
+/**
+ * the live account with address `email`, or undefined; a miss makes the same one store round trip
+ * a hit's token write costs, so timing does not tell them apart
+ */
+export async function passwordResetAccount(db: Db, email: string) {
+  const account = await db.selectFrom('account').select(['did', 'handle', 'email', 'status']).where('email', '=', email).executeTakeFirst()
+  if (account?.email && account.status !== 'deleted') return { did: account.did, handle: account.handle, email: account.email }
+  await db.deleteFrom('email_token').where('did', '=', '').where('purpose', '=', 'reset-password').execute()
+  return undefined
+}

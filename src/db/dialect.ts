@@ -1,0 +1,45 @@
+// Every place a query must differ between SQLite and PostgreSQL, one named function each: code
+// outside db/ never compares dialects itself.
+import { PostgresAdapter, sql } from 'kysely'
+import type { Store } from './schema.js'
+
+export type Dialect = 'sqlite' | 'postgres'
+
+/** the dialect behind a store or a transaction on it */
+export function dialectOf(db: Store): Dialect {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite'
+}
+
+/**
+ * `query` holding its rows locked until commit: FOR UPDATE on PostgreSQL; SQLite runs one writer
+ * at a time, so a plain read already is (and it has no FOR UPDATE)
+ */
+export function lockingRead<Q extends { forUpdate(): Q }>(dialect: Dialect, query: Q): Q {
+  return dialect === 'postgres' ? query.forUpdate() : query
+}
+
+/**
+ * PostgreSQL: takes transaction-scoped advisory lock `key` and queues a notification on
+ * `channel` (delivered at commit), in one round trip. SQLite: nothing, its writers are
+ * serialized already and there is no other process to wake.
+ */
+export async function advisoryLockAndNotify(db: Store, key: number, channel: string): Promise<void> {
+  if (dialectOf(db) !== 'postgres') return
+  await sql`select pg_advisory_xact_lock(${key}), pg_notify(${channel}, current_schema())`.execute(db)
+}
+
+/** a bytes column as hex text: many small blobs read as strings cost less than a Buffer each */
+export const hexOf = (dialect: Dialect, column: string) => (dialect === 'sqlite' ? `hex(${column})` : `encode(${column}, 'hex')`)
+
+/** `sql` with `?` placeholders as the dialect writes them: PostgreSQL numbers them ($1, $2, ...) */
+export const numberPlaceholders = (dialect: Dialect, text: string) => {
+  if (dialect === 'sqlite') return text
+  let n = 0
+  return text.replace(/\?/g, () => `$${++n}`)
+}
+
+/** PostgreSQL: takes a transaction-scoped advisory lock named by `name`; SQLite: nothing, its writers are serialized already */
+export async function advisoryLockByName(db: Store, name: string): Promise<void> {
+  if (dialectOf(db) !== 'postgres') return
+  await sql`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`.execute(db)
+}
