@@ -11,7 +11,7 @@ import { openDb } from './db/index.js'
 import { parse, UsageError } from './ops/args.js'
 import { accountCommands, inviteCommands, type Command } from './ops/accounts.js'
 import { requestCrawlCommand, statusCommand } from './ops/status.js'
-import { backupCommand, restoreCommand } from './ops/backup.js'
+import { backupWithS3, restoreWithS3 } from './ops/backup-s3.js'
 import { doctorCommand } from './ops/doctor.js'
 import { blobsCommands } from './ops/blobs.js'
 
@@ -19,8 +19,8 @@ const groups: Record<string, Record<string, Command>> = { account: accountComman
 const single: Record<string, Command> = {
   status: statusCommand,
   'request-crawl': requestCrawlCommand,
-  backup: backupCommand,
-  restore: restoreCommand,
+  backup: backupWithS3,
+  restore: restoreWithS3,
   doctor: doctorCommand,
 }
 

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path'
 import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
 import type { S3Config } from './repo/blobstore-s3.js'
+import type { BackupS3Config } from './ops/backup-s3.js'
 
 export class ConfigError extends Error {}
 
@@ -119,6 +120,15 @@ const vars = {
   PDS_BLOBSTORE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
   PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS: int(1, 3_600_000).default(20_000),
+  PDS_BACKUP_S3_BUCKET: z.string().min(3).optional(),
+  PDS_BACKUP_S3_REGION: z.string().min(1).default('us-east-1'),
+  PDS_BACKUP_S3_ENDPOINT: url.optional(),
+  PDS_BACKUP_S3_FORCE_PATH_STYLE: bool.default(false),
+  PDS_BACKUP_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  PDS_BACKUP_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  PDS_BACKUP_S3_PREFIX: z.string().regex(/^([^/].*\/)?$/, 'must end with / and not start with one (or be empty)').default('backups/'),
+  PDS_BACKUP_INTERVAL_HOURS: int(1, 24 * 365).default(24),
+  PDS_BACKUP_KEEP: int(1, 10_000).default(7),
   PDS_PRIVACY_POLICY_URL: url.optional(),
   PDS_TERMS_OF_SERVICE_URL: url.optional(),
   PDS_CONTACT_EMAIL_ADDRESS: z.email().optional(),
@@ -144,6 +154,8 @@ export type Config = {
   blobS3?: S3Config
   /** how long an unreferenced upload is kept before the sweeper removes it */
   blobGraceMs: number
+  /** set: the server uploads a backup to this bucket every interval and keeps the newest `keep` */
+  backupS3?: BackupS3Config
   db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema: string }
   secrets: Secrets
   /** the PLC directory; unset = the local operation log (development) */
@@ -195,6 +207,7 @@ export type Config = {
 export type Secrets = { jwtSecret: string; oauthSigningKey: string; plcRotationKey: string }
 
 const SECRETS = new Set([
+  'PDS_BACKUP_S3_SECRET_ACCESS_KEY',
   'PDS_JWT_SECRET',
   'PDS_OAUTH_SIGNING_KEY',
   'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX',
@@ -231,6 +244,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
   if (!v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID !== !v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY) {
     throw new ConfigError('PDS_BLOBSTORE_S3_ACCESS_KEY_ID and PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY go together')
+  }
+  if (!v.PDS_BACKUP_S3_ACCESS_KEY_ID !== !v.PDS_BACKUP_S3_SECRET_ACCESS_KEY) {
+    throw new ConfigError('PDS_BACKUP_S3_ACCESS_KEY_ID and PDS_BACKUP_S3_SECRET_ACCESS_KEY go together')
+  }
+  if (!v.PDS_BACKUP_S3_BUCKET) {
+    // a retention or schedule setting without a bucket would silently back up nothing
+    const stray = Object.keys(env).find((k) => /^PDS_BACKUP_(S3_|INTERVAL_HOURS$|KEEP$)/.test(k) && env[k])
+    if (stray) throw new ConfigError(`${stray}: set PDS_BACKUP_S3_BUCKET too, or unset it`)
   }
   if (v.PDS_EMAIL_SMTP_URL) {
     throw new ConfigError(
@@ -291,6 +312,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : undefined,
     blobGraceMs: v.PDS_BLOB_GRACE_SECONDS * 1000,
+    backupS3: v.PDS_BACKUP_S3_BUCKET
+      ? {
+          bucket: v.PDS_BACKUP_S3_BUCKET,
+          region: v.PDS_BACKUP_S3_REGION,
+          endpoint: v.PDS_BACKUP_S3_ENDPOINT,
+          forcePathStyle: v.PDS_BACKUP_S3_FORCE_PATH_STYLE,
+          accessKeyId: v.PDS_BACKUP_S3_ACCESS_KEY_ID,
+          secretAccessKey: v.PDS_BACKUP_S3_SECRET_ACCESS_KEY,
+          prefix: v.PDS_BACKUP_S3_PREFIX,
+          intervalHours: v.PDS_BACKUP_INTERVAL_HOURS,
+          keep: v.PDS_BACKUP_KEEP,
+        }
+      : undefined,
     db: v.PDS_DB_POSTGRES_URL
       ? { kind: 'postgres', url: v.PDS_DB_POSTGRES_URL, schema: v.PDS_DB_POSTGRES_SCHEMA }
       : { kind: 'sqlite', file: join(dataDir, 'pds.sqlite') },

@@ -25,6 +25,7 @@ import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
+import { scheduleBackups } from './ops/backup-s3.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { deliverCommittedEvents } from './sequencer/local.js'
@@ -69,6 +70,8 @@ export type StartOptions = {
    * as with the reference PDS, the handlers' types and the tests stand for it)
    */
   validateResponses?: boolean
+  /** scheduled S3 backups in milliseconds instead of PDS_BACKUP_INTERVAL_HOURS (tests) */
+  backups?: { intervalMs?: number; checkMs?: number }
 }
 
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
@@ -212,6 +215,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
       .catch((err) => logger.warn({ err }, 'blob sweep failed'))
   }, 10 * 60 * 1000)
   gc.unref()
+  const backups = scheduleBackups(config, db, logger, opts.backups)
 
   let closing: Promise<void> | undefined
   return {
@@ -222,6 +226,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     close: () =>
       (closing ??= (async () => {
         clearInterval(gc)
+        await backups.stop()
         await crawlers.stop()
         metricsHttp?.close()
         await shutdown(http, services, api.xrpc)

@@ -4,6 +4,7 @@ import { readFileSync, readdirSync, statSync, statfsSync, existsSync } from 'nod
 import { join } from 'node:path'
 import { request } from '../outbound.js'
 import { readCrawlLog, recordCrawl } from '../sequencer/crawl-log.js'
+import { storedBlobBytes } from '../repo/blobstore-gc.js'
 import { output, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 
@@ -44,7 +45,8 @@ export const statusCommand: Command = {
       accounts: Object.fromEntries(byStatus.map((r) => [r.status, Number(r.n)])),
       repos: Number(repos?.n ?? 0),
       databaseBytes: dbBytes,
-      blobBytes: dirBytes(config.blobDir),
+      // S3 blobs are not on this disk: count what the blob rows say the bucket holds
+      blobBytes: config.blobS3 ? await storedBlobBytes(db) : dirBytes(config.blobDir),
       freeBytes: freeBytes(config.dataDir),
       lastSeq: last ? Number(last.seq) : null,
       lastEventAt: last?.sequenced_at ?? null,
