@@ -43,6 +43,9 @@ const client = (c: BackupS3Config) =>
     region: c.region,
     endpoint: c.endpoint,
     forcePathStyle: c.forcePathStyle,
+    // files are streamed with their length; the manifest's SHA-256 sums guard them, and a trailing
+    // checksum would need aws-chunked encoding, which not every S3-compatible server understands
+    requestChecksumCalculation: 'WHEN_REQUIRED',
     credentials: c.accessKeyId && c.secretAccessKey ? { accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey } : undefined,
   })
 
