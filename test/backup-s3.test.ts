@@ -6,6 +6,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import pg from 'pg'
 import { pino } from 'pino'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { runCli } from './cli-run.js'
@@ -163,6 +164,27 @@ describe('backups to S3', () => {
       expect(await completeBackups(b)).toEqual([out.key.split('/')[1]])
       expect(r.out + r.err).not.toContain('S3RVER')
     } finally {
+      await pds.stop()
+    }
+  }, 60_000)
+
+  it.skipIf(dialect !== 'postgres')('on PostgreSQL one process at a time backs up', async () => {
+    const b = await bucket(`lock-${Date.now().toString(36)}`)
+    const pds = await startTestPds(s3Env('BACKUP', b), { backups: { intervalMs: 3_600_000, checkMs: 3_600_000 } })
+    const other = new pg.Client({ connectionString: pds.env.PDS_DB_POSTGRES_URL })
+    await other.connect()
+    try {
+      await other.query(`set search_path to "${pds.env.PDS_DB_POSTGRES_SCHEMA}"`)
+      // another process in the middle of a backup holds the lock
+      await other.query(`select pg_advisory_lock(hashtextextended('pds:backup-s3' || ':' || current_schema(), 0))`)
+      const busy = await runCli(pds.env, 'backup', '--s3')
+      expect([busy.code, busy.err.trim()]).toEqual([1, 'pds: another process is backing up to S3 right now; try again later'])
+      expect(await completeBackups(b)).toEqual([])
+      await other.query(`select pg_advisory_unlock_all()`)
+      expect((await runCli(pds.env, 'backup', '--s3')).code).toBe(0)
+      expect(await completeBackups(b)).toHaveLength(1)
+    } finally {
+      await other.end()
       await pds.stop()
     }
   }, 60_000)

@@ -1,7 +1,7 @@
 // Every place a query must differ between SQLite and PostgreSQL, one named function each: code
 // outside db/ never compares dialects itself.
-import { PostgresAdapter, sql } from 'kysely'
-import type { Store } from './schema.js'
+import { type Kysely, PostgresAdapter, sql } from 'kysely'
+import type { Schema, Store } from './schema.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 
@@ -42,4 +42,22 @@ export const numberPlaceholders = (dialect: Dialect, text: string) => {
 export async function advisoryLockByName(db: Store, name: string): Promise<void> {
   if (dialectOf(db) !== 'postgres') return
   await sql`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`.execute(db)
+}
+
+/**
+ * PostgreSQL: `fn` run while this session holds the advisory lock named by `name` (per schema) on one
+ * connection (no transaction stays open meanwhile), or undefined when another session holds it.
+ * SQLite: `fn` run, as there is no other process sharing a schedule with this one.
+ */
+export async function tryExclusiveByName<T>(db: Kysely<Schema>, name: string, fn: () => Promise<T>): Promise<T | undefined> {
+  if (dialectOf(db) !== 'postgres') return fn()
+  return db.connection().execute(async (conn) => {
+    const got = await sql<{ ok: boolean }>`select pg_try_advisory_lock(hashtextextended(${name} || ':' || current_schema(), 0)) as ok`.execute(conn)
+    if (!got.rows[0]?.ok) return undefined
+    try {
+      return await fn()
+    } finally {
+      await sql`select pg_advisory_unlock(hashtextextended(${name} || ':' || current_schema(), 0))`.execute(conn)
+    }
+  })
 }

@@ -14,9 +14,9 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3'
-import { sql } from 'kysely'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
+import { tryExclusiveByName } from '../db/dialect.js'
 import type { Logger } from '../logger.js'
 import { backup, backupCommand, MANIFEST, restoreBackup, restoreCommand, type Manifest } from './backup.js'
 import { output, str, UsageError } from './args.js'
@@ -35,8 +35,8 @@ export type BackupS3Config = {
   keep: number
 }
 
-// one number for every process on the database: whoever holds it is the one backing up
-const BACKUP_LOCK = 0x70647362
+// several processes on one PostgreSQL share the schedule: whoever holds this lock backs up
+const BACKUP_LOCK = 'pds:backup-s3'
 
 const client = (c: BackupS3Config) =>
   new S3Client({
@@ -97,21 +97,6 @@ async function prune(s3: S3Client, c: BackupS3Config): Promise<string[]> {
 
 export type Uploaded = { key: string; manifest: Manifest; bytes: number; ms: number; removed: string[] }
 
-// On PostgreSQL several processes share the schedule: a session lock on one connection decides
-// who backs up, and the others skip this round.
-async function exclusively<T>(db: Db, fn: () => Promise<T>): Promise<T | undefined> {
-  if (db.dialect !== 'postgres') return fn()
-  return db.connection().execute(async (conn) => {
-    const got = await sql<{ ok: boolean }>`select pg_try_advisory_lock(${BACKUP_LOCK}) as ok`.execute(conn)
-    if (!got.rows[0]?.ok) return undefined
-    try {
-      return await fn()
-    } finally {
-      await sql`select pg_advisory_unlock(${BACKUP_LOCK})`.execute(conn)
-    }
-  })
-}
-
 /**
  * one backup to the bucket, then the retention; with `ifOlderThanMs`, nothing when a complete
  * backup is newer than that (another process, or this one before a restart, made it).
@@ -122,7 +107,7 @@ export async function backupToS3(config: Config, db: Db, opts: { ifOlderThanMs?:
   if (!c) throw new UsageError('PDS_BACKUP_S3_BUCKET is not set')
   const s3 = client(c)
   try {
-    return await exclusively(db, async () => {
+    return await tryExclusiveByName(db, BACKUP_LOCK, async () => {
       if (opts.ifOlderThanMs !== undefined) {
         const newest = (await list(s3, c)).filter((b) => b.complete).pop()
         if (newest?.at && Date.now() - newest.at.getTime() < opts.ifOlderThanMs) return undefined
