@@ -14,7 +14,7 @@ SOURCES := $(shell find src -name '*.ts' -not -path 'src/generated/*' 2>/dev/nul
 # a method is a handler file under src/api/<nsid path>.ts: adding, moving or removing one re-runs codegen
 HANDLERS := $(sort $(shell find src/api -mindepth 3 -name '*.ts' 2>/dev/null))
 
-.PHONY: FORCE serve test test-interop codegen build bench bench-compare bench-scale clean test-tools
+.PHONY: FORCE serve test test-interop codegen build bench bench-compare bench-scale clean test-tools lint
 
 serve: build
 	node dist/bin.js
@@ -33,7 +33,18 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_TOOLS := /usr/bin/chromium:chromium /usr/bin/caddy:caddy /usr/bin/systemd-analyze:systemd
 test-tools:
 	@missing="$$(for t in $(TEST_TOOLS); do test -x $${t%%:*} || echo $${t#*:}; done)"; \
-	if [ -n "$$missing" ]; then $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $$missing; fi
+	if [ -n "$$missing" ]; then echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	else echo "test tools present"; fi
+
+# Type-checks tests, bench and codegen with the server (tsconfig.check.json), then ESLint with no
+# warnings allowed and Prettier's check; all three run so one report shows every finding.
+lint: $(STAMPS)/codegen
+	@status=0; \
+	npx tsc -p tsconfig.check.json || status=1; \
+	npx eslint --max-warnings 0 src test bench codegen eslint.config.js vitest.config.ts vitest.interop.config.ts || status=1; \
+	npx prettier --check src test bench codegen || status=1; \
+	exit $$status
 
 codegen: $(STAMPS)/codegen
 

@@ -1,0 +1,41 @@
+// Type-aware lint over the server, tests, bench and codegen; layout is Prettier's job, not ESLint's.
+import js from '@eslint/js'
+import tseslint from 'typescript-eslint'
+
+const nodeGlobals = Object.fromEntries(
+  ['process', 'Buffer', 'URL', 'URLSearchParams', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'console', 'fetch', 'AbortController', 'AbortSignal', 'TextEncoder', 'TextDecoder', 'performance', 'structuredClone', 'queueMicrotask', 'setImmediate', 'Response', 'Request', 'Headers', 'FormData', 'Blob', 'crypto'].map((n) => [n, 'readonly']),
+)
+
+export default tseslint.config(
+  { ignores: ['src/generated/**', 'dist/**', 'node_modules/**', 'bench/peer/**', '.tools/**', 'native/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      globals: nodeGlobals,
+      parserOptions: { project: './tsconfig.check.json', tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      // Callbacks handed to express, ws and timers may be async: their rejections are caught inside.
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
+      // Decoded CBOR/JSON and test responses are untyped on purpose; narrowing each access adds noise, not safety.
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-explicit-any': 'off',
+      // Handlers and interface methods are async to satisfy a Promise-returning contract.
+      '@typescript-eslint/require-await': 'off',
+      // Empty catch blocks mark best-effort cleanup.
+      'no-empty': ['error', { allowEmptyCatch: true }],
+    },
+  },
+  {
+    // Plain-JS bench scripts and configs are outside the TypeScript program.
+    files: ['**/*.js'],
+    extends: [tseslint.configs.disableTypeChecked],
+  },
+)
