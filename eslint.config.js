@@ -16,7 +16,7 @@ export default tseslint.config(
       parserOptions: { project: './tsconfig.check.json', tsconfigRootDir: import.meta.dirname },
     },
     rules: {
-      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
       // Callbacks handed to express, ws and timers may be async: their rejections are caught inside.
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
@@ -31,6 +31,12 @@ export default tseslint.config(
       '@typescript-eslint/require-await': 'off',
       // Empty catch blocks mark best-effort cleanup.
       'no-empty': ['error', { allowEmptyCatch: true }],
+      // CIDs, URLs and search params are stringified on purpose; no-base-to-string still catches '[object Object]'.
+      '@typescript-eslint/restrict-template-expressions': 'off',
+      '@typescript-eslint/restrict-plus-operands': 'off',
+      // A write failure is stored as caught (unknown) and rethrown unchanged to every later caller.
+      '@typescript-eslint/only-throw-error': ['error', { allowThrowingUnknown: true }],
+      '@typescript-eslint/prefer-promise-reject-errors': ['error', { allowThrowingUnknown: true }],
     },
   },
   {

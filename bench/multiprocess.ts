@@ -159,7 +159,7 @@ try {
   console.log(JSON.stringify({ procs: PROCS, measure: 'firehose delivery lag (write on first, consume on last)', events: lags.length, p50_ms: +pct(lags, 50).toFixed(1), p99_ms: +pct(lags, 99).toFixed(1) }))
 } finally {
   for (const c of children) c.kill('SIGTERM')
-  await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.on('exit', r)) : undefined)))
+  await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.on('exit', r)) : Promise.resolve())))
   const client = new pg.Client({ connectionString: pgUrl })
   await client.connect()
   await client.query(`drop schema if exists "${schema}" cascade`)

@@ -121,7 +121,7 @@ async function migrate(args: string[]): Promise<number> {
         inviteCode: values['invite-code'],
         plcToken: values['plc-token'],
         plcUrl: env.plcUrl,
-        flow: values.flow as 'spec' | 'standard' | undefined,
+        flow: values.flow,
       },
       { log: (line) => process.stdout.write(line + '\n'), askToken: (q) => ask(q, false) },
     )

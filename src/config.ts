@@ -405,11 +405,11 @@ function secretsWithFile(v: Vars, dataDir: string, warnings: string[]): Secrets 
   }
   const generated: string[] = []
   const pick = (key: keyof Secrets, envName: string, make: () => string) => {
-    if (fromEnv[key]) return fromEnv[key]!
-    if (stored[key]) return stored[key]!
+    if (fromEnv[key]) return fromEnv[key]
+    if (stored[key]) return stored[key]
     generated.push(envName)
     stored[key] = make()
-    return stored[key]!
+    return stored[key]
   }
   const secrets: Secrets = {
     jwtSecret: pick('jwtSecret', 'PDS_JWT_SECRET', () => randomBytes(32).toString('hex')),

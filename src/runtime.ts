@@ -39,7 +39,7 @@ export function tuneRuntime(rt: RuntimeEnv): void {
 }
 
 // --max_semi_space_size and --max-semi-space-size are one flag to V8
-const flagName = (arg: string) => arg.split('=')[0]!.replace(/_/g, '-')
+const flagName = (arg: string) => arg.split('=')[0].replace(/_/g, '-')
 
 /**
  * glibc's malloc_trim(0) through native/malloc_trim.c (built by `make build`). glibc keeps what

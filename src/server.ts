@@ -295,7 +295,7 @@ async function listen(
       // express's request methods, as every other request gets them: req.ip is the address the
       // rate limits count, under the same proxy trust
       Object.setPrototypeOf(req, app.request)
-      const refused = streams.admission.admit(req, socket, clientAddress(req as Request))
+      const refused = streams.admission.admit(req, socket, clientAddress(req))
       if (refused) return refuseUpgrade(socket, refused)
       sub.wss.handleUpgrade(req, socket, head, (ws) => {
         streams.admission.attach(req, ws)

@@ -202,7 +202,7 @@ async function bundle(name: string, source: string) {
 
 async function waitFor<T>(page: Page, expr: string, timeout = 20_000): Promise<T> {
   await page.waitForFunction(expr, undefined, { timeout, polling: 100 })
-  return page.evaluate(expr) as Promise<T>
+  return page.evaluate<T>(expr)
 }
 
 d('web apps on another origin in headless Chromium', () => {

@@ -29,7 +29,7 @@ const check = (proof: string) => verifyDpopProof({ proof, method: 'GET', url: UR
 describe('ES256 DPoP proofs', () => {
   it('accepts a proof and answers the RFC 7638 thumbprint of its key, the same for every proof of that key', async () => {
     const k = es256Key()
-    const want = await calculateJwkThumbprint(k.jwk as never, 'sha256')
+    const want = await calculateJwkThumbprint(k.jwk, 'sha256')
     expect(await check(k.proof())).toEqual({ jkt: want })
     expect(await check(k.proof())).toEqual({ jkt: want })
   })

@@ -2,7 +2,7 @@
 // started after its COMMIT has completed, and commits landing while one fsync runs share the
 // next. fsync is held here (a disk that has not answered yet) to watch what waits for it.
 // (Acknowledged writes surviving a SIGKILL of the server process: crash.test.ts.)
-import { AtpAgent } from '@atproto/api'
+import { type AtpAgent } from '@atproto/api'
 import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest'
 import { subscribe } from './firehose-client.js'
 import { dialect, describe, newAgent, startTestPds, xrpc, type TestPds } from './harness.js'

@@ -87,14 +87,14 @@ describe('hosting a DID that moves in', () => {
     const attacker = new AtpAgent({ service: dest.url })
     const { data } = await attacker.com.atproto.server.reserveSigningKey({ did: victim.did })
     const head = await plcGet(`${victim.did}/log/last`)
-    const forged = { ...(await moveOp(head, head, data.signingKey!)), sig: Buffer.alloc(64, 7).toString('base64url') }
+    const forged = { ...(await moveOp(head, head, data.signingKey)), sig: Buffer.alloc(64, 7).toString('base64url') }
     const claim = (plcOp: Record<string, unknown>) =>
       outcome(attacker.com.atproto.server.createAccount({ did: victim.did, handle: victim.handle, email: 'thief@example.com', password: PASSWORD, plcOp }))
     expect(await claim(forged)).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     // signed, but by a key that is not one of the DID's rotation keys
     const own = await Secp256k1Keypair.create()
     const { sig: _sig, ...unsigned } = forged
-    expect(await claim(await signOp(unsigned as UnsignedPlcOp, own))).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
+    expect(await claim(await signOp(unsigned, own))).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     expect(await dest.services.db.selectFrom('account').select('did').where('did', '=', victim.did).execute()).toEqual([])
     // the directory still sends the DID to its own server, and nobody signs for it here
     expect((await plcGet(victim.did)).service[0].serviceEndpoint).toBe(origin.env.PDS_PUBLIC_URL)
@@ -105,7 +105,7 @@ describe('hosting a DID that moves in', () => {
   it("accepts an operation one of the DID's rotation keys signed over its head, and submits it", async () => {
     const me = await ownIdentity('rotator.test')
     const agent = new AtpAgent({ service: dest.url })
-    const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey!
+    const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey
     // over a head that is no longer the head: refused
     const moved = await signOp({ ...me.genesis, alsoKnownAs: ['at://rotator.test', 'https://x.example'], prev: await opCid(me.head) }, me.rotation)
     expect((await plcPost(me.did, moved)).status).toBe(200)
@@ -145,7 +145,7 @@ describe('hosting a DID that moves in', () => {
     // the document changes behind this server's back (its owner's rotation key): read fresh each time
     const me = await ownIdentity('drifter.test')
     const drifter = new AtpAgent({ service: dest.url })
-    const key = (await drifter.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey!
+    const key = (await drifter.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey
     const here = await signOp(await moveOp(me.genesis, me.head, key), me.rotation)
     expect((await plcPost(me.did, here)).status).toBe(200)
     await drifter.createAccount({ did: me.did, handle: 'drifter.test', email: 'drifter@example.com', password: PASSWORD, plcOp: here })
@@ -164,7 +164,7 @@ describe('hosting a DID that moves in', () => {
     try {
       const me = await ownIdentity('lonely.test')
       const agent = new AtpAgent({ service: alone.url })
-      const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey!
+      const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey
       const op = await signOp(
         { ...(await moveOp(me.genesis, me.head, key)), services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: alone.env.PDS_PUBLIC_URL } } },
         me.rotation,

@@ -63,7 +63,7 @@ function blocksOf(bytes: Buffer): { header: Buffer; blocks: [Uint8Array, Uint8Ar
 
 function mutations(real: Buffer): fc.Arbitrary<{ name: string; bytes: Buffer }> {
   const { blocks } = blocksOf(real)
-  const root = (dagCbor.decode(blocksOf(real).header) as { roots: CID[] }).roots[0]
+  const root = (dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header)).roots[0]
   const nonRoot = blocks.filter(([c]) => !CID.decode(c).equals(root))
   return fc.oneof(
     fc.nat({ max: real.length - 1 }).map((n) => ({ name: `truncated at ${n}`, bytes: real.subarray(0, n) })),
@@ -181,7 +181,7 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
           const data = (m as unknown as { data: Uint8Array }).data
           const cid = await cborCid(data)
           const { blocks } = blocksOf(real)
-          const root = (m as unknown as { asRoot: boolean }).asRoot ? cid : (dagCbor.decode(blocksOf(real).header) as { roots: CID[] }).roots[0]
+          const root = (m as unknown as { asRoot: boolean }).asRoot ? cid : (dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header)).roots[0]
           bytes = car({ version: 1, roots: [root] }, [...blocks, [cid.bytes, data]])
         }
         const status = await post('com.atproto.repo.importRepo', acct.accessJwt, bytes, gzip ? { 'content-encoding': 'gzip' } : {})

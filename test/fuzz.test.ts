@@ -49,7 +49,7 @@ async function send(url: string, call: Call) {
       signal: AbortSignal.timeout(TIMEOUT_MS),
     })
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') throw new Error(`no answer within ${TIMEOUT_MS} ms`)
+    if ((err as Error).name === 'TimeoutError') throw new Error(`no answer within ${TIMEOUT_MS} ms`, { cause: err })
     throw err
   }
   const text = await res.text()

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { TID } from '@atproto/common'
-import { BlockMap, blocksToCarFile, MemoryBlockstore, MST, Repo, WriteOpAction } from '@atproto/repo'
+import { BlockMap, blocksToCarFile, MemoryBlockstore, Repo, WriteOpAction } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
@@ -71,7 +71,7 @@ describe('CAR block reader', () => {
       return [CID.createV1(0x55, await sha256.digest(bytes)), bytes] as const
     }))
     const blocks = new BlockMap()
-    for (const [cid, bytes] of tiny) blocks.set(cid as never, bytes)
+    for (const [cid, bytes] of tiny) blocks.set(cid, bytes)
     await expect(parseCar(await carOf(repo.cid as never, blocks))).rejects.toThrow(/Too many blocks/)
   })
 
@@ -81,7 +81,7 @@ describe('CAR block reader', () => {
     for (let i = 0; i < 60_000; i++) {
       const bytes = randomBytes(300 + (i % 200))
       const cid = CID.createV1(0x55, await sha256.digest(bytes))
-      blocks.set(cid as never, bytes)
+      blocks.set(cid, bytes)
       all.push([cid, bytes])
     }
     const car = await carOf(all[0][0], blocks)
@@ -105,7 +105,7 @@ describe('CAR block reader', () => {
 describe('MST walker', () => {
   it('finds the leaves and nodes @atproto/repo finds, in key order', async () => {
     const { repo, storage } = await repoOf(200)
-    const get = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1')) as never) ?? undefined
+    const get = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1'))) ?? undefined
     const walked = walkMst(cidKey(repo.data.pointer.bytes), get)
     const leaves = await repo.data.leaves()
     expect(walked.leaves).toEqual(leaves.map((l) => ({ key: l.key, cid: cidKey(l.value.bytes) })))
@@ -117,7 +117,7 @@ describe('MST walker', () => {
   it('names a missing node', async () => {
     const { repo, storage } = await repoOf(200)
     const root = cidKey(repo.data.pointer.bytes)
-    const stored = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1')) as never) ?? undefined
+    const stored = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1'))) ?? undefined
     const child = walkMst(root, stored).nodes[1]
     expect(() => walkMst(root, (key) => (key === child ? undefined : stored(key)))).toThrow(new MstError(`missing block ${keyToCidString(child)}`))
   })

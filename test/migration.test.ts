@@ -432,8 +432,8 @@ describe('account migration', () => {
     const notCommit = new BlockMap()
     const junk = dagCbor.encode({ hello: 'world' })
     const junkCid = CID.createV1(dagCbor.code, await sha256.digest(junk))
-    notCommit.set(junkCid as never, junk)
-    await expectErr(await blocksToCarFile(junkCid as never, notCommit), 'InvalidRequest')
+    notCommit.set(junkCid, junk)
+    await expectErr(await blocksToCarFile(junkCid, notCommit), 'InvalidRequest')
     // a commit of another DID
     const other = await build(fakeDid())
     await expectErr(await blocksToCarFile(other.root, other.blocks), 'InvalidRequest')
@@ -455,13 +455,13 @@ describe('account migration', () => {
     const { did, jwt } = await joinMigrating('zerosig')
     const storage = new MemoryBlockstore()
     const repo = await Repo.create(storage, did, await Secp256k1Keypair.create(), [])
-    const commit = { ...(dagCbor.decode(storage.blocks.get(repo.cid)!) as Record<string, unknown>), sig: new Uint8Array(64) }
+    const commit = { ...(dagCbor.decode<Record<string, unknown>>(storage.blocks.get(repo.cid)!)), sig: new Uint8Array(64) }
     const bytes = dagCbor.encode(commit)
     const cid = CID.createV1(dagCbor.code, await sha256.digest(bytes))
     const blocks = new BlockMap()
     storage.blocks.forEach((b, c) => !c.equals(repo.cid) && blocks.set(c, b))
-    blocks.set(cid as never, bytes)
-    const res = await importCar(jwt, await blocksToCarFile(cid as never, blocks))
+    blocks.set(cid, bytes)
+    const res = await importCar(jwt, await blocksToCarFile(cid, blocks))
     expect([res.status, res.body?.error]).toEqual([400, 'InvalidRequest'])
   })
 
@@ -483,7 +483,7 @@ describe('account migration', () => {
       headers: { ...bearer(first.jwt), 'content-type': 'application/vnd.ipld.car' },
       body,
       duplex: 'half',
-    } as RequestInit)
+    })
     try {
       let res: Awaited<ReturnType<typeof importCar>> | undefined
       for (let i = 0; i < 100 && res?.status !== 429; i++) {
@@ -529,9 +529,9 @@ describe('account migration', () => {
     const carWith = async (commit: { cid: CID; bytes: Uint8Array }, change: (m: BlockMap) => void = () => {}) => {
       const blocks = new BlockMap()
       storage.blocks.forEach((bytes, cid) => blocks.set(cid, bytes))
-      blocks.set(commit.cid as never, commit.bytes)
+      blocks.set(commit.cid, commit.bytes)
       change(blocks)
-      return blocksToCarFile(commit.cid as never, blocks)
+      return blocksToCarFile(commit.cid, blocks)
     }
     const expectErr = async (car: Uint8Array, error: string, message: RegExp) => {
       const res = await importCar(jwt, car)
@@ -549,7 +549,7 @@ describe('account migration', () => {
     const k = (s: string) => new TextEncoder().encode(s)
     const node = dagCbor.encode({ l: null, e: [{ p: 0, k: k('com.example.post/b'), v: leaf.value, t: null }, { p: 17, k: k('a'), v: leaf.value, t: null }] })
     const nodeCid = await cidOf(node)
-    await expectErr(await carWith(await commitOver(nodeCid), (m) => m.set(nodeCid as never, node)), 'InvalidCar', /out of order/)
+    await expectErr(await carWith(await commitOver(nodeCid), (m) => m.set(nodeCid, node)), 'InvalidCar', /out of order/)
     // a record that is not DAG-CBOR
     const junk = new Uint8Array([0xa1, 0x61, 0x61, 0xff])
     const junkCid = await cidOf(junk)
@@ -557,8 +557,8 @@ describe('account migration', () => {
     const junkNodeCid = await cidOf(junkNode)
     await expectErr(
       await carWith(await commitOver(junkNodeCid), (m) => {
-        m.set(junkNodeCid as never, junkNode)
-        m.set(junkCid as never, junk)
+        m.set(junkNodeCid, junkNode)
+        m.set(junkCid, junk)
       }),
       'InvalidCar',
       /not DAG-CBOR/,
@@ -569,7 +569,7 @@ describe('account migration', () => {
     // the good one, with an unreachable extra block that is not kept
     const extra = dagCbor.encode({ unreachable: true })
     const extraCid = await cidOf(extra)
-    const res = await importCar(jwt, await carWith(await commitOver(data), (m) => m.set(extraCid as never, extra)))
+    const res = await importCar(jwt, await carWith(await commitOver(data), (m) => m.set(extraCid, extra)))
     expect(res.status).toBe(200)
     const refs = await db.selectFrom('record_blob').select(['blob_cid', 'record_uri']).where('did', '=', did).orderBy('record_uri').execute()
     expect(refs).toEqual([
@@ -610,7 +610,7 @@ describe('account migration', () => {
     const commitCid = CID.createV1(dagCbor.code, await sha256.digest(commit))
     const blocks = new BlockMap()
     storage.blocks.forEach((bytes, cid) => blocks.set(cid, bytes))
-    blocks.set(commitCid as never, commit)
+    blocks.set(commitCid, commit)
     expect((await importCar(jwt, await blocksToCarFile(commitCid as never, blocks))).status).toBe(200)
 
     const headers = { authorization: `Bearer ${jwt}` }

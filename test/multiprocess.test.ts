@@ -22,7 +22,7 @@ type Proc = { url: string; child: ChildProcess; stderr: string[]; exited: Promis
 function run(env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [BIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
   const stderr: string[] = []
-  child.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()))
+  child.stderr.on('data', (b: Buffer) => stderr.push(b.toString()))
   return {
     url: `http://127.0.0.1:${env.PDS_PORT}`,
     child,

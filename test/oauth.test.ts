@@ -141,7 +141,7 @@ describe('OAuth authorization server', () => {
       ['private-address client', { client_id: 'https://10.0.0.1/client.json' }, 'invalid_client'],
       ['response_mode fragment', { response_mode: 'fragment' }, 'invalid_request'],
     ])('refuses a bad parameter: %s', async (_name, overrides, error) => {
-      const res = await par(srv, await dpopKey(), overrides as Record<string, string | undefined>)
+      const res = await par(srv, await dpopKey(), overrides)
       expect(res.status).toBe(400)
       expect(res.json.error).toBe(error)
       expect(typeof res.json.error_description).toBe('string')
@@ -390,9 +390,9 @@ describe('OAuth authorization server', () => {
       const b64u = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')
       const unsigned = `${b64u({ alg: 'none', typ: 'refresh+jwt' })}.${b64u(claims)}.`
       const stranger = await Secp256k1Keypair.create()
-      const foreign = await signEs256k(stranger, { typ: 'refresh+jwt' }, claims as never)
+      const foreign = await signEs256k(stranger, { typ: 'refresh+jwt' }, claims)
       const accessClaims = decodeJwt(tokens.access_token)
-      const foreignAccess = await signEs256k(stranger, { typ: 'at+jwt' }, accessClaims as never)
+      const foreignAccess = await signEs256k(stranger, { typ: 'at+jwt' }, accessClaims)
       for (const token of [unsigned, foreign, foreignAccess]) {
         const res = await post(`${pds.url}/oauth/revoke`, { token })
         expect([res.status, res.text]).toEqual([200, ''])
@@ -474,7 +474,7 @@ describe('OAuth authorization server', () => {
       const now = Math.floor(Date.now() / 1000)
       const claims = { htm: 'POST', htu, iat: now, jti: 'x' + Math.random() }
       const badTyp = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(new Uint8Array(32))
-      const hs = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: key.jwk } as never).sign(new Uint8Array(32))
+      const hs = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: key.jwk }).sign(new Uint8Array(32))
       for (const proof of [badTyp, hs, 'not-a-jwt']) {
         const res = await post(`${pds.url}/oauth/token`, { grant_type: 'refresh_token', refresh_token: 'x', client_id: loopbackClientId() }, { dpop: proof })
         expect(res.status).toBe(400)

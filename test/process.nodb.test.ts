@@ -14,8 +14,8 @@ function run(env: Record<string, string>) {
   children.push(child)
   let stdout = ''
   let stderr = ''
-  child.stdout!.on('data', (c) => (stdout += c))
-  child.stderr!.on('data', (c) => (stderr += c))
+  child.stdout.on('data', (c) => (stdout += c))
+  child.stderr.on('data', (c) => (stderr += c))
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
   return { child, exited, out: () => stdout, err: () => stderr }
 }

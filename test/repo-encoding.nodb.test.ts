@@ -113,7 +113,7 @@ describe('repository encoding shortcuts', () => {
       const ops: RecordWriteOp[] = []
       for (let i = 0; i < 40; i++) {
         const n = round * 100 + i
-        ops.push({ action: WriteOpAction.Create, collection: 'com.example.a' as never, rkey: `r${n}` as never, record: { n } })
+        ops.push({ action: WriteOpAction.Create, collection: 'com.example.a', rkey: `r${n}` as never, record: { n } })
       }
       const commit = await repo.formatCommit(ops, keypair)
       // every new MST block decodes and re-encodes to itself under the library's encoder
@@ -142,15 +142,15 @@ describe('repository encoding shortcuts', () => {
         const bytes = encode(record)
         const cid = cidForDagCbor(bytes)
         const rkey = `r${(round * 1000 + i) * 7919}`
-        writes.push({ op: { action: WriteOpAction.Create, collection: 'com.example.a' as never, rkey: rkey as never, record }, tree: { action: 'create', key: `com.example.a/${rkey}`, cid, bytes } })
+        writes.push({ op: { action: WriteOpAction.Create, collection: 'com.example.a', rkey: rkey, record }, tree: { action: 'create', key: `com.example.a/${rkey}`, cid, bytes } })
       }
       if (round > 0) {
         // delete and update records of the previous round
         const prev = (await repo.data.list()).slice(0, 4)
-        writes.push({ op: { action: WriteOpAction.Delete, collection: 'com.example.a' as never, rkey: prev[0].key.split('/')[1] as never }, tree: { action: 'delete', key: prev[0].key } })
+        writes.push({ op: { action: WriteOpAction.Delete, collection: 'com.example.a', rkey: prev[0].key.split('/')[1] }, tree: { action: 'delete', key: prev[0].key } })
         const record = { $type: 'com.example.a', updated: round }
         const bytes = encode(record)
-        writes.push({ op: { action: WriteOpAction.Update, collection: 'com.example.a' as never, rkey: prev[2].key.split('/')[1] as never, record }, tree: { action: 'update', key: prev[2].key, cid: cidForDagCbor(bytes), bytes } })
+        writes.push({ op: { action: WriteOpAction.Update, collection: 'com.example.a', rkey: prev[2].key.split('/')[1], record }, tree: { action: 'update', key: prev[2].key, cid: cidForDagCbor(bytes), bytes } })
       }
       const lib = await repo.formatCommit(writes.map((w) => w.op), keypair)
       // the same head, once through the tree kept from the last round, once loaded anew
@@ -183,7 +183,7 @@ describe('repository encoding shortcuts', () => {
     const blocks = new BlockMap()
     let root
     for (let i = 0; i < 50; i++) root = await blocks.add({ i, pad: 'x'.repeat(i * 40) })
-    expect(Buffer.from(carFile(root!, blocks)).equals(Buffer.from(await blocksToCarFile(root!, blocks)))).toBe(true)
+    expect(Buffer.from(carFile(root, blocks)).equals(Buffer.from(await blocksToCarFile(root, blocks)))).toBe(true)
   })
 
   it('encodes #commit bodies as @ipld/dag-cbor does', async () => {

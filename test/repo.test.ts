@@ -1,8 +1,7 @@
-import { AtpAgent } from '@atproto/api'
 import { readCar, readCarWithRoot, verifyRepoCar, verifyRecords } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, newAgent as createAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAgent as createAgent, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
 const newAgent = () => createAgent(pds.url, 'repo')
@@ -37,7 +36,7 @@ describe('repositories', () => {
     expect(verified.creates).toEqual([])
     expect(verified.commit.rev).toBe(latest.data.rev)
     const { root, blocks } = await readCarWithRoot(car)
-    const commit = dagCbor.decode(blocks.get(root)!) as any
+    const commit = dagCbor.decode<any>(blocks.get(root)!)
     expect(commit).toMatchObject({ did, version: 3, rev: latest.data.rev })
   })
 
@@ -355,7 +354,7 @@ describe('repositories', () => {
     const r = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'ev', record: post('e') })
     const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).orderBy('seq').execute()
     expect(rows.map((e) => e.type)).toEqual(['identity', 'account', 'commit', 'sync', 'commit'])
-    const body = dagCbor.decode(rows[4].payload) as any
+    const body = dagCbor.decode<any>(rows[4].payload)
     expect(body.repo).toBe(did)
     expect(body.rev).toBe(r.data.commit!.rev)
     expect(body.since).toBe(before.data.rev)
@@ -396,7 +395,7 @@ describe('write serialization and large commits', () => {
     const verified = await verifyRepoCar(car, did, await signingKey(did))
     expect(verified.creates).toHaveLength(24)
     const events = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).where('type', '=', 'commit').orderBy('seq').execute()
-    const bodies = events.map((e) => dagCbor.decode(e.payload) as any)
+    const bodies = events.map((e) => dagCbor.decode<any>(e.payload))
     // each commit's `since` is the previous commit's rev: one chain, no lost update
     for (let i = 1; i < bodies.length; i++) expect(bodies[i].since).toBe(bodies[i - 1].rev)
   })
@@ -416,7 +415,7 @@ describe('write serialization and large commits', () => {
     )
     expect(big.type).toBe('sync')
     const row = await pds.services.db.selectFrom('event').selectAll().where('seq', '=', big.seq).executeTakeFirstOrThrow()
-    const body = dagCbor.decode(row.payload) as any
+    const body = dagCbor.decode<any>(row.payload)
     expect(Object.keys(body).sort()).toEqual(['blocks', 'did', 'rev'])
     const { root } = await readCarWithRoot(body.blocks)
     expect(root.toString()).toBe(commit.toString())

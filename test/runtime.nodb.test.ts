@@ -15,7 +15,7 @@ async function serve(extra: Record<string, string> = {}) {
   const child = spawn(process.execPath, [BIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'pipe' })
   children.push(child)
   let stdout = ''
-  child.stdout!.on('data', (c) => (stdout += c))
+  child.stdout.on('data', (c) => (stdout += c))
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; ; i++) {
@@ -26,7 +26,7 @@ async function serve(extra: Record<string, string> = {}) {
     await new Promise((r) => setTimeout(r, 50))
   }
   const proc = (file: string) => readFileSync(`/proc/${child.pid}/${file}`, 'utf8').split('\0')
-  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(proc('status')[0]!)![1]) * 1024
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(proc('status')[0])![1]) * 1024
   return { child, url, exited, out: () => stdout, argv: () => proc('cmdline'), environ: () => proc('environ'), rss }
 }
 

@@ -53,7 +53,7 @@ export class SyncVerifier {
       else if (f.t === '#sync') await this.sync(b)
       else if (f.t === '#identity') this.keys.delete(b.did)
       else if (f.t !== '#account' && f.t !== '#tombstone') throw new Error(`unknown event type ${f.t}`)
-      this.verified.push({ seq: b.seq, t: f.t!, did: b.repo ?? b.did, rev: b.rev, ops: b.ops?.length })
+      this.verified.push({ seq: b.seq, t: f.t, did: b.repo ?? b.did, rev: b.rev, ops: b.ops?.length })
     } catch (err) {
       this.failures.push(`${where}: ${(err as Error).message}`)
     }
@@ -71,7 +71,7 @@ export class SyncVerifier {
     if (cid && root.toString() !== cid.toString()) throw new Error(`CAR root ${root} is not the commit ${cid}`)
     const bytes = blocks.get(root)
     if (!bytes) throw new Error('the commit block is missing')
-    const commit = dagCbor.decode(bytes) as any
+    const commit = dagCbor.decode<any>(bytes)
     if (commit.version !== 3) throw new Error(`commit version ${commit.version}`)
     if (commit.did !== did) throw new Error(`commit of ${commit.did}, event of ${did}`)
     if (commit.rev !== rev) throw new Error(`commit rev ${commit.rev}, event rev ${rev}`)

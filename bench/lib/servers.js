@@ -131,7 +131,7 @@ export async function startOurs({ db = 'sqlite', label = 'ours', cpuProf = false
     await waitHealthy(url, srv.child, 60_000)
   } catch (err) {
     await srv.stop()
-    throw new Error(`${err.message} (log: ${srv.logFile})`)
+    throw new Error(`${err.message} (log: ${srv.logFile})`, { cause: err })
   }
   return { ...srv, kind: 'ours', db, publicUrl: env.PDS_PUBLIC_URL ?? `http://localhost:${port}` }
 }
@@ -164,7 +164,7 @@ export async function startPeer({ label = 'reference' } = {}) {
     await waitHealthy(url, srv.child, 120_000)
   } catch (err) {
     await srv.stop()
-    throw new Error(`${err.message} (log: ${srv.logFile})`)
+    throw new Error(`${err.message} (log: ${srv.logFile})`, { cause: err })
   }
   return { ...srv, kind: 'reference', db: 'sqlite' }
 }

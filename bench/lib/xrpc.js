@@ -61,7 +61,7 @@ export class Xrpc {
       return text ? JSON.parse(text) : undefined
     }
     const text = await res.body.text()
-    let parsed = {}
+    let parsed
     try {
       parsed = JSON.parse(text)
     } catch {

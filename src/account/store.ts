@@ -32,7 +32,7 @@ const accountWithHead = prepared((db: Store, did: string) =>
 /** the account row read on every authenticated request, with what keys its DID document */
 export async function getAccountWithHead(db: Store, did: string): Promise<AccountWithHead | undefined> {
   const [row] = await accountWithHead(db, did)
-  return row as AccountWithHead | undefined
+  return row
 }
 
 /** identifier of createSession: a DID, an email address or a handle */

@@ -73,14 +73,15 @@ type Creds = { did?: string } | undefined
 export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) =>
   req.ip ?? req.socket.remoteAddress ?? 'unknown'
 const ip = (ctx: Ctx) => clientAddress(ctx.req)
-const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials as Creds)?.did
+const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials)?.did
+const identifierOf = (v: unknown) => (typeof v === 'string' ? v : '')
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
 
 /** who a limit counts against: the account when the caller is signed in, else the address */
 const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   global: (ctx) => did(ctx) ?? ip(ctx),
   // createSession names the account in its body; deleteAccount's caller is signed in
-  login: (ctx) => loginKey(did(ctx) ?? String(body(ctx).identifier ?? '')),
+  login: (ctx) => loginKey(did(ctx) ?? identifierOf(body(ctx).identifier)),
   loginAddress: ip,
   createAccount: ip,
   email: (ctx) => did(ctx) ?? ip(ctx),

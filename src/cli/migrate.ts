@@ -239,7 +239,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   const key: string = data?.verificationMethods?.atproto ?? ''
   const repo = await dest.ok('com.atproto.sync.getRepo', { params: { did } })
   let records = 0
-  let valid = false
+  let valid: boolean
   try {
     records = (await verifyRepoCar(repo.bytes, did, key)).creates.length
     valid = true

@@ -15,7 +15,7 @@ const fsyncP = promisify(fsync)
 export class WalSync extends GroupSync {
   private fd: number | undefined
   private ino: number | undefined
-  private failed: unknown
+  private failed: Error | undefined
 
   constructor(
     private walFile: string,
@@ -49,7 +49,7 @@ export class WalSync extends GroupSync {
     } catch (err) {
       // the kernel may have dropped the pages that failed to write, and a later fsync can then
       // succeed without them: no later write is acknowledged either (restart to recover)
-      this.failed = err
+      this.failed = err instanceof Error ? err : new Error(String(err))
       throw err
     }
   }

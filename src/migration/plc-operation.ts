@@ -177,7 +177,7 @@ export async function submitPlcOperation(deps: Omit<Deps, 'outbound'>, account: 
   }
   const did = account.did
   if (!isPlainObject(raw)) throw xrpcError('InvalidRequest', 'operation must be an object')
-  const op = raw as Record<string, any>
+  const op = raw
   if (op.type !== 'plc_operation') throw xrpcError('InvalidRequest', 'operation type must be plc_operation')
   if (typeof op.sig !== 'string' || !op.sig || typeof op.prev !== 'string' || !op.prev) {
     throw xrpcError('InvalidRequest', 'operation must be signed and name its prev')

@@ -51,7 +51,7 @@ export class OutboundGuard {
     const literal = u.hostname.replace(/^\[|\]$/g, '')
     if (isIP(literal) && !this.allowed(literal)) throw new OutboundRefused()
     const { request } = await undici()
-    return request(u, { ...options, dispatcher: await this.dispatcher() } as Parameters<typeof request>[1]) as Promise<Undici.Dispatcher.ResponseData>
+    return request(u, { ...options, dispatcher: await this.dispatcher() }) as Promise<Undici.Dispatcher.ResponseData>
   }
 
   /** TXT records of `name`, from PDS_DNS_NAMESERVERS when set; each record's strings joined */

@@ -113,22 +113,22 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
   const m = json as Record<string, unknown>
   if (m.client_id !== clientId) throw new ClientError('client metadata client_id does not match its URL')
   const strings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string')
-  if (!strings(m.redirect_uris) || !(m.redirect_uris as string[]).length) {
+  if (!strings(m.redirect_uris) || !(m.redirect_uris).length) {
     throw new ClientError('client metadata needs redirect_uris')
   }
-  if (m.grant_types !== undefined && (!strings(m.grant_types) || !(m.grant_types as string[]).includes('authorization_code'))) {
+  if (m.grant_types !== undefined && (!strings(m.grant_types) || !(m.grant_types).includes('authorization_code'))) {
     throw new ClientError('client metadata grant_types must include authorization_code')
   }
-  if (m.response_types !== undefined && (!strings(m.response_types) || !(m.response_types as string[]).includes('code'))) {
+  if (m.response_types !== undefined && (!strings(m.response_types) || !(m.response_types).includes('code'))) {
     throw new ClientError('client metadata response_types must include code')
   }
   if (m.dpop_bound_access_tokens !== true) throw new ClientError('client metadata must set dpop_bound_access_tokens')
   const auth = m.token_endpoint_auth_method ?? 'none'
-  if (auth !== 'none') throw new ClientError(`token_endpoint_auth_method ${String(auth)} is not supported`)
+  if (auth !== 'none') throw new ClientError(`token_endpoint_auth_method ${JSON.stringify(auth)} is not supported`)
   const scope = typeof m.scope === 'string' ? m.scope : 'atproto'
   if (!scope.split(' ').includes('atproto')) throw new ClientError('client metadata scope must include atproto')
   const clientUrl = new URL(clientId)
-  for (const uri of m.redirect_uris as string[]) {
+  for (const uri of m.redirect_uris) {
     let r: URL
     try {
       r = new URL(uri)
@@ -148,7 +148,7 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
     client_id: clientId,
     client_name: typeof m.client_name === 'string' ? m.client_name.slice(0, 100) : undefined,
     client_uri: typeof m.client_uri === 'string' ? m.client_uri : undefined,
-    redirect_uris: m.redirect_uris as string[],
+    redirect_uris: m.redirect_uris,
     scope,
     loopback: false,
   }

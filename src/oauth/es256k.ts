@@ -1,7 +1,7 @@
 // ES256K JWTs (jose 6 has no secp256k1): signed with @atproto/crypto's Secp256k1Keypair
 // (compact, low-S: exactly the JWS R||S form) and verified with its verifySignature. jose supplies
 // base64url, header/claim decoding and JWK thumbprints.
-import { formatDidKey, parseDidKey, Secp256k1Keypair, verifySignature, type Keypair } from '@atproto/crypto'
+import { formatDidKey, parseDidKey, verifySignature, type Keypair } from '@atproto/crypto'
 import { k256Keypair } from '../identity/k256.js'
 import { base64url, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, type JWK } from 'jose'
 
@@ -92,7 +92,7 @@ export async function loadOAuthKey(hex: string): Promise<OAuthKey> {
 
 export function decodeParts(jwt: string): { header: Record<string, unknown>; payload: Record<string, unknown> } | undefined {
   try {
-    return { header: decodeProtectedHeader(jwt) as Record<string, unknown>, payload: decodeJwt(jwt) as Record<string, unknown> }
+    return { header: decodeProtectedHeader(jwt), payload: decodeJwt(jwt) }
   } catch {
     return undefined
   }

@@ -19,7 +19,7 @@ export function parse(args: string[], options: Options): Parsed | 'help' {
     throw new UsageError((err as Error).message)
   }
   if (parsed.values.help) return 'help'
-  return { values: parsed.values as Parsed['values'], positionals: parsed.positionals, json: !!parsed.values.json }
+  return { values: parsed.values, positionals: parsed.positionals, json: !!parsed.values.json }
 }
 
 export const str = (p: Parsed, name: string) => {

@@ -11,6 +11,7 @@ import { CID } from 'multiformats/cid'
 const MAX_BYTES = 8 * 1024 * 1024
 /** map slot, entry object and string headers, beside the characters themselves */
 const ENTRY_OVERHEAD = 160
+// eslint-disable-next-line no-control-regex -- NUL..DEL is exactly the ASCII range being tested
 const ASCII = /^[\x00-\x7f]*$/
 
 type Entry = { uri: string; json: string; size: number; used: boolean }
@@ -28,7 +29,7 @@ export function cachedRecord(uri: string, cid: string): string | undefined {
 
 /** the record as JSON text, its value from the stored block (the JSON data model: {$link}, {$bytes}) */
 export function rememberRecord(uri: string, cid: string, block: Uint8Array): string {
-  const value = JSON.stringify(lexToJson(recordJson(block) as Parameters<typeof lexToJson>[0]))
+  const value = JSON.stringify(lexToJson(recordJson(block)))
   const json = `{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(cid)},"value":${value}}`
   // V8 keeps an all-ASCII string at one byte a character, any other at two
   const size = ENTRY_OVERHEAD + cid.length + uri.length + (ASCII.test(json) ? 1 : 2) * json.length

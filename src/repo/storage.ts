@@ -2,8 +2,7 @@
 // transaction: reads see the transaction's own writes, and nothing lands unless it commits.
 import { BlockMap, ReadableBlockstore, type CommitData, type RepoStorage } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
-import type { Kysely } from 'kysely'
-import { dialectOf, type Dialect, type Schema } from '../db/index.js'
+import { dialectOf, type Dialect } from '../db/index.js'
 import { changed, exec, inList, valuesList } from '../db/raw.js'
 import { blockEntries, cidStrings } from '../patches/repo.js'
 import type { Store } from '../db/schema.js'
@@ -22,7 +21,7 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     readonly did: string,
   ) {
     super()
-    this.dialect = dialectOf(db as Kysely<Schema>)
+    this.dialect = dialectOf(db)
   }
 
   /** forgets the blocks seen so far (they stay in the store) */

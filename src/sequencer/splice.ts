@@ -6,7 +6,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 
 /** `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added */
 export function withSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array {
-  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...(dagCbor.decode(body) as Record<string, unknown>), seq, time })
+  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...(dagCbor.decode<Record<string, unknown>>(body)), seq, time })
 }
 
 /** the spliced bytes; undefined when `body` is not a map this can walk */

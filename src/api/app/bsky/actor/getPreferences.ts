@@ -8,5 +8,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.app.bsky.actor.getPreferences<AuthFor<'app.bsky.actor.getPreferences'>>(async ({ auth }) => {
     const { did, appPassword } = auth.credentials
     const preferences = await getPreferences(db, did, !appPassword)
-    return { encoding: 'application/json', body: { preferences: preferences as never } }
+    return { encoding: 'application/json', body: { preferences: preferences } }
   })

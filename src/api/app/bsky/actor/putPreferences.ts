@@ -7,5 +7,5 @@ import { putPreferences } from '../../../../account/preferences.js'
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.app.bsky.actor.putPreferences<AuthFor<'app.bsky.actor.putPreferences'>>(async ({ auth, input }) => {
     const { did, appPassword } = auth.credentials
-    await putPreferences(db, did, input.body.preferences as unknown[], !appPassword)
+    await putPreferences(db, did, input.body.preferences, !appPassword)
   })

@@ -15,6 +15,6 @@ export default (api: Server, deps: Pick<Services, 'db' | 'blobstore' | 'config'>
     const blob = await storeUpload(deps, auth.credentials.did, decodedBody(req, input.body), mimeType, deps.config.blobUploadLimit)
     return {
       encoding: 'application/json',
-      body: { blob: new BlobRef(CID.parse(blob.cid) as never, blob.mimeType, blob.size) },
+      body: { blob: new BlobRef(CID.parse(blob.cid), blob.mimeType, blob.size) },
     }
   })

@@ -1,6 +1,6 @@
 // com.atproto.sync.getBlocks: the named blocks of the repository as a CAR; any unknown CID fails
 // the call.
-import { BlockMap, blocksToCarFile } from '@atproto/repo'
+import { blocksToCarFile } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
@@ -20,5 +20,5 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     }
     const { blocks, missing } = await new SqlRepoStorage(db, params.did).getBlocks(cids)
     if (missing.length) throw xrpcError('BlockNotFound', `Could not find blocks: ${missing.join(', ')}`)
-    return { encoding: 'application/vnd.ipld.car', body: await blocksToCarFile(null, blocks as BlockMap) }
+    return { encoding: 'application/vnd.ipld.car', body: await blocksToCarFile(null, blocks) }
   })
