@@ -118,7 +118,7 @@ try {
     await waitHealthy(`http://127.0.0.1:${port}`)
   }
 
-  const accounts = []
+  const accounts: any[] = []
   for (let i = 0; i < 8; i++) {
     const handle = `bench${i}-${randomBytes(3).toString('hex')}.test`
     const r = await call(urls[i % urls.length], 'com.atproto.server.createAccount', { body: { handle, email: `${handle}@example.com`, password: 'bench password' } })
@@ -140,7 +140,7 @@ try {
   const ws = new WebSocket(`${urls[urls.length - 1].replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`)
   const seen = new Map<string, number>()
   ws.on('message', (data: Buffer) => {
-    const [, body] = decodeAll(new Uint8Array(data)) as [any, any]
+    const [, body] = [...decodeAll(new Uint8Array(data))] as [any, any]
     if (body?.rev) seen.set(body.rev, performance.now())
   })
   await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))

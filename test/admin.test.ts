@@ -93,7 +93,7 @@ describe('admin API', () => {
     expect(Date.parse(one.body.indexedAt)).not.toBeNaN()
     const qs = new URLSearchParams([['dids', a.did], ['dids', b.did], ['dids', 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa']])
     const res = await fetch(`${pds.url}/xrpc/com.atproto.admin.getAccountInfos?${qs}`, { headers: basic() })
-    const body = await res.json()
+    const body: any = await res.json()
     expect(body.infos.map((i: { did: string }) => i.did).sort()).toEqual([a.did, b.did].sort())
   })
 

@@ -27,7 +27,7 @@ describe('backup and restore', () => {
         headers: { ...bearer(users[0].accessJwt), 'content-type': 'application/octet-stream' },
         body: bytes,
       })
-      const blob = (await up.json()).blob
+      const blob = ((await up.json()) as any).blob
       const withBlob = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
         headers: bearer(users[0].accessJwt),
         body: { repo: users[0].did, collection: 'com.example.pic', record: { $type: 'com.example.pic', img: blob } },

@@ -153,8 +153,8 @@ class StandInAppView {
     if (lxm !== 'app.bsky.feed.getTimeline') return this.reply(res, 501, { error: 'MethodNotImplemented', message: lxm })
     const did = String(claims.iss)
     const pds = this.pdsUrl()
-    const repo = await (await fetch(`${pds}/xrpc/com.atproto.repo.describeRepo?repo=${did}`)).json()
-    const list = await (await fetch(`${pds}/xrpc/com.atproto.repo.listRecords?repo=${did}&collection=app.bsky.feed.post`)).json()
+    const repo: any = await (await fetch(`${pds}/xrpc/com.atproto.repo.describeRepo?repo=${did}`)).json()
+    const list: any = await (await fetch(`${pds}/xrpc/com.atproto.repo.listRecords?repo=${did}&collection=app.bsky.feed.post`)).json()
     const feed = list.records.map((r: any) => {
       const images = r.value.embed?.images as any[] | undefined
       const blobUrl = (i: any) => `${pds}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${i.image.ref.$link}`
@@ -251,7 +251,7 @@ d('web apps on another origin in headless Chromium', () => {
       await page.goto(app.origin + '/', { timeout: 10_000 })
       await page.waitForFunction('typeof window.run === "function"', undefined, { timeout: 10_000 })
       const out: any = await Promise.race([
-        page.evaluate((args) => (window as any).run(args), { service: pds.url, handle: 'webapp.test', password: PASSWORD, png: PNG.toString('base64') }),
+        page.evaluate((args) => (globalThis as any).run(args), { service: pds.url, handle: 'webapp.test', password: PASSWORD, png: PNG.toString('base64') }),
         new Promise((_, reject) => setTimeout(() => reject(new Error('the page did not finish in 30 s')), 30_000)),
       ])
       expect(out.did).toMatch(/^did:plc:/)
@@ -277,7 +277,7 @@ d('web apps on another origin in headless Chromium', () => {
       body: JSON.stringify({ handle: 'spa.test', email: 'spa@example.com', password: PASSWORD }),
     })
     expect(created.status).toBe(200)
-    const did = (await created.json()).did
+    const did = ((await created.json()) as any).did
     const code = await bundle('oauth-app', OAUTH_APP)
     const app = await serveApp(code, (origin) => ({
       pds: pds.env.PDS_PUBLIC_URL,
@@ -302,7 +302,7 @@ d('web apps on another origin in headless Chromium', () => {
       await page.goto(app.origin + '/', { timeout: 10_000 })
       expect(await waitFor<any>(page, 'window.result', 20_000)).toEqual({ state: 'signed-out' })
       // the app sends the browser to the sign-in page
-      await page.evaluate(() => void (window as any).signIn('spa.test'))
+      await page.evaluate(() => void (globalThis as any).signIn('spa.test'))
       const where = await waitFor<string>(page, `window.signInError || (location.href.startsWith(${JSON.stringify(pds.env.PDS_PUBLIC_URL + '/oauth/authorize')}) && document.readyState === 'complete' && 'sign-in page')`, 15_000)
       expect(where).toBe('sign-in page')
       expect(await page.inputValue('#handle')).toBe('spa.test')
@@ -326,10 +326,10 @@ d('web apps on another origin in headless Chromium', () => {
       }
       const rkey = result.write.body.uri.split('/').pop()
       const read = await fetch(`${pds.url}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=app.bsky.feed.post&rkey=${rkey}`)
-      expect((await read.json()).value.text).toBe('posted from a single-page app')
+      expect(((await read.json()) as any).value.text).toBe('posted from a single-page app')
 
       // whatever nonce or challenge the server sent (as the network saw it), script could read
-      const seen: any[] = await page.evaluate(() => (window as any).seen)
+      const seen: any[] = await page.evaluate(() => (globalThis as any).seen)
       const tokenCall = seen.find((s) => s.url.endsWith('/oauth/token'))
       expect(tokenCall?.status).toBe(200)
       for (const n of network) {

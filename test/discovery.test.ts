@@ -33,7 +33,7 @@ describe('discovery endpoints', () => {
   })
 
   it('serves the service DID document', async () => {
-    const doc = await (await fetch(`${pds.url}/.well-known/did.json`)).json()
+    const doc: any = await (await fetch(`${pds.url}/.well-known/did.json`)).json()
     expect(doc.id).toBe('did:web:localhost')
     expect(doc['@context']).toContain('https://www.w3.org/ns/did/v1')
     expect(doc.service).toEqual([

@@ -19,7 +19,7 @@ export function subscribe(url: string, cursor?: number): Promise<Consumer> {
   const frames: Frame[] = []
   const waiters = new Set<() => void>()
   ws.on('message', (data: Buffer) => {
-    const [header, body] = decodeAll(new Uint8Array(data)) as [any, any]
+    const [header, body] = [...decodeAll(new Uint8Array(data))] as [any, any]
     frames.push({ op: header.op, t: header.t, body })
     for (const w of waiters) w()
   })

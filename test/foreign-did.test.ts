@@ -31,7 +31,7 @@ async function outcome(p: Promise<unknown>): Promise<string | [number, string, s
 }
 const refused = (status: number, error: string, message: RegExp = /./) => [status, error, expect.stringMatching(message)]
 
-const plcGet = async (path: string) => (await fetch(`${plcUrl}/${path}`)).json()
+const plcGet = async (path: string): Promise<any> => (await fetch(`${plcUrl}/${path}`)).json()
 const plcPost = (did: string, op: SignedPlcOp) =>
   fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(op) })
 

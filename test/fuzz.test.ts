@@ -352,7 +352,7 @@ describe('inputs that once failed with a 500 or a hang', () => {
       body: gzipSync(Buffer.from('hello')),
     })
     expect(ok.status).toBe(200)
-    expect((await ok.json()).blob.size).toBe(5)
+    expect(((await ok.json()) as any).blob.size).toBe(5)
   })
 
   it('uploadBlob stores a JSON file as its bytes', async () => {
@@ -364,7 +364,7 @@ describe('inputs that once failed with a 500 or a hang', () => {
       body: json,
     })
     expect(res.status).toBe(200)
-    const { blob } = await res.json()
+    const { blob } = (await res.json()) as any
     expect(blob).toMatchObject({ mimeType: 'application/json', size: json.length })
     const back = await fetch(`${pds.url}/xrpc/com.atproto.sync.getBlob?did=${acct.did}&cid=${blob.ref.$link}`)
     expect(await back.text()).toBe(json)

@@ -68,7 +68,7 @@ async function user(pds: TestPds, prefix: string) {
 
 const resolve = (pds: TestPds, handle: string) => outcome(new AtpAgent({ service: pds.url }).resolveHandle({ handle }))
 const resolved = async (pds: TestPds, handle: string) => (await new AtpAgent({ service: pds.url }).resolveHandle({ handle })).data.did
-const docHandle = async (did: string) => ((await (await fetch(`${plcUrl}/${did}`)).json()).alsoKnownAs as string[])[0]
+const docHandle = async (did: string) => (((await (await fetch(`${plcUrl}/${did}`)).json()) as any).alsoKnownAs as string[])[0]
 
 describe('handles', () => {
   beforeAll(async () => {

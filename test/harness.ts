@@ -17,7 +17,7 @@ export const postgresUrl = process.env.PDS_TEST_POSTGRES_URL
 export const redisUrl = process.env.PDS_TEST_REDIS_URL
 
 /** `describe` that reports skipped on the postgres project when no PostgreSQL is configured */
-export const describe = dialect === 'postgres' && !postgresUrl ? vdescribe.skip : vdescribe
+export const describe: typeof vdescribe = dialect === 'postgres' && !postgresUrl ? (vdescribe.skip as typeof vdescribe) : vdescribe
 
 export const JWT_SECRET = 'test-jwt-secret-0123456789abcdef'
 export const ADMIN_PASSWORD = 'test-admin-password'

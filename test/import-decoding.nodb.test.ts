@@ -26,9 +26,9 @@ async function repoOf(n: number) {
   const keypair = await Secp256k1Keypair.create()
   const writes = []
   for (let i = 0; i < n; i++) {
-    const record: Record<string, unknown> = { $type: 'app.bsky.feed.post', text: `post ${i}`, createdAt: new Date().toISOString() }
+    const record: Record<string, any> = { $type: 'app.bsky.feed.post', text: `post ${i}`, createdAt: new Date().toISOString() }
     if (i % 3 === 0) record.embed = { $type: 'app.bsky.embed.images', images: [{ alt: '', image: { $type: 'blob', ref: await blobCid(`b${i % 5}`), mimeType: 'image/png', size: 10 } }] }
-    writes.push({ action: WriteOpAction.Create as const, collection: i % 2 ? 'app.bsky.feed.post' : 'app.bsky.feed.like', rkey: TID.nextStr(), record })
+    writes.push({ action: WriteOpAction.Create as const, collection: i % 2 ? ('app.bsky.feed.post' as const) : ('app.bsky.feed.like' as const), rkey: TID.nextStr(), record })
   }
   const repo = await Repo.create(storage, 'did:example:alice', keypair, writes)
   return { repo, storage, car: Buffer.from(await blocksToCarFile(repo.cid, storage.blocks)) }

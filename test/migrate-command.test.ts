@@ -37,7 +37,7 @@ async function seed(handle: string, email: string, records: number, blobs: numbe
       body: randomBytes(2000 + i),
     })
     expect(res.status).toBe(200)
-    refs.push((await res.json()).blob)
+    refs.push(((await res.json()) as any).blob)
   }
   const writes = Array.from({ length: records }, (_, i) => ({
     $type: 'com.atproto.repo.applyWrites#create',
@@ -66,8 +66,8 @@ async function seed(handle: string, email: string, records: number, blobs: numbe
 async function destinationState(did: string) {
   const repo = await fetch(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
   expect(repo.status).toBe(200)
-  const doc = await (await fetch(`${plcUrl}/${did}`)).json()
-  const key = (await (await fetch(`${plcUrl}/${did}/data`)).json()).verificationMethods.atproto
+  const doc: any = await (await fetch(`${plcUrl}/${did}`)).json()
+  const key = ((await (await fetch(`${plcUrl}/${did}/data`)).json()) as any).verificationMethods.atproto
   const verified = await verifyRepoCar(new Uint8Array(await repo.arrayBuffer()), did, key)
   const blobs = await xrpc(dest.url, 'com.atproto.sync.listBlobs', { params: { did, limit: '1000' } })
   return { records: verified.creates.length, blobs: blobs.body.cids.length, endpoint: doc.service[0].serviceEndpoint }

@@ -151,7 +151,7 @@ describe('account migration', () => {
         body: bytes,
       })
       expect(res.status).toBe(200)
-      blobs.push({ ref: (await res.json()).blob, bytes: new Uint8Array(bytes) })
+      blobs.push({ ref: ((await res.json()) as any).blob, bytes: new Uint8Array(bytes) })
     }
     const values: Record<string, any> = {}
     for (let batch = 0; batch < RECORDS / 50; batch++) {
@@ -210,7 +210,7 @@ describe('account migration', () => {
     expect(signed.status).toBe(200)
     const plcOp = signed.body.operation
     expect(plcOp.alsoKnownAs).toEqual(['at://mover.test'])
-    const plcDoc = await (await fetch(`${plcUrl}/${did}`)).json()
+    const plcDoc: any = await (await fetch(`${plcUrl}/${did}`)).json()
     expect(plcDoc.service[0].serviceEndpoint).toBe(dest.env.PDS_PUBLIC_URL)
     // the token is spent
     const again = await call(origin, 'com.atproto.identity.signPlcOperation', originJwt, { body: { token: emailToken } })
@@ -321,7 +321,7 @@ describe('account migration', () => {
       expect(Buffer.from(got.bytes).equals(Buffer.from(b.bytes))).toBe(true)
     }
     // getRepo on the destination verifies against the key the DID document names
-    const data = await (await fetch(`${plcUrl}/${did}/data`)).json()
+    const data: any = await (await fetch(`${plcUrl}/${did}/data`)).json()
     expect(data.verificationMethods.atproto).toBe(`did:key:${signingKey}`)
     const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
     expect((await verifyRepoCar(car.bytes, did, data.verificationMethods.atproto)).creates).toHaveLength(RECORDS)
@@ -507,7 +507,7 @@ describe('account migration', () => {
     const cidOf = async (bytes: Uint8Array) => CID.createV1(dagCbor.code, await sha256.digest(bytes))
     const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
     const [b1, b2, b3] = [await blob('one'), await blob('two'), await blob('three')]
-    const records: Record<string, unknown>[] = [
+    const records: Record<string, any>[] = [
       { text: 'plain' },
       { image: { $type: 'blob', ref: b1, mimeType: 'image/png', size: 3 } },
       { legacy: { cid: b2.toString(), mimeType: 'image/jpeg' } },
@@ -649,12 +649,12 @@ describe('account migration', () => {
     await agent.createAccount({ handle: 'empty.test', email: 'empty@example.com', password: PASSWORD })
     const n = sink.received.length
     const res = await agent.com.atproto.identity.requestPlcOperationSignature()
-    expect(res.data).toEqual({})
+    expect((res as { data?: unknown }).data).toEqual({})
     expect(res.headers['content-type']).toMatch(/^application\/json/)
     const generated = await origin.client().com.atproto.identity.requestPlcOperationSignature(undefined, {
       headers: { authorization: `Bearer ${agent.session!.accessJwt}` },
     })
-    expect(generated.data).toEqual({})
+    expect((generated as { data?: unknown }).data).toEqual({})
     await sink.waitFor(n + 2)
     expect(sink.received.slice(n).map((m) => m.body.to)).toEqual(['empty@example.com', 'empty@example.com'])
   })
@@ -764,7 +764,7 @@ describe('account migration', () => {
     const storage = new MemoryBlockstore()
     const writes = Array.from({ length: 250 }, (_, i) => ({
       action: WriteOpAction.Create as const,
-      collection: 'com.example.post',
+      collection: 'com.example.post' as const,
       rkey: `k${String(i).padStart(4, '0')}`,
       record: { text: `big ${i}` },
     }))
@@ -810,7 +810,7 @@ describe('account migration', () => {
     expect(stored.seq).toBe(latest.seq + 1)
     expect(JSON.parse(stored.operation)).toEqual(res.body.operation)
     // published upstream; the handle follows alsoKnownAs[0]
-    expect((await (await fetch(`${plcUrl}/${did}/log`)).json()).length).toBe(2)
+    expect(((await (await fetch(`${plcUrl}/${did}/log`)).json()) as any).length).toBe(2)
     const session = await call(origin, 'com.atproto.server.getSession', jwt)
     expect(session.body.handle).toBe('signed.test')
     // the server's own rotation key was removed: accepted, and now it can sign nothing more

@@ -112,7 +112,7 @@ describe('official OAuth client end to end', () => {
       body: JSON.stringify({ repo: did, collection: 'app.bsky.feed.post', record: post }),
     })
     expect(write.status).toBe(200)
-    const { uri } = await write.json()
+    const { uri } = (await write.json()) as any
     const rkey = uri.split('/').pop()
     const read = await xrpc(pds.url, 'com.atproto.repo.getRecord', {
       params: { repo: did, collection: 'app.bsky.feed.post', rkey },
@@ -122,7 +122,7 @@ describe('official OAuth client end to end', () => {
     // a service token for a feed generator, through the same session, for one method only
     const sa = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example&lxm=app.bsky.feed.getFeedSkeleton')
     expect(sa.status).toBe(200)
-    expect(decodeJwt((await sa.json()).token)).toMatchObject({ iss: did, aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getFeedSkeleton' })
+    expect(decodeJwt(((await sa.json()) as any).token)).toMatchObject({ iss: did, aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getFeedSkeleton' })
     const any = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example')
     expect(any.status).toBe(403)
     // nor does it reach what would hand the account to someone else
@@ -131,7 +131,7 @@ describe('official OAuth client end to end', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ name: 'from-oauth', privileged: true }),
     })
-    expect([apw.status, (await apw.json()).error]).toEqual([403, 'InsufficientScope'])
+    expect([apw.status, ((await apw.json()) as any).error]).toEqual([403, 'InsufficientScope'])
 
     // refresh: a new token pair, the old refresh token is gone
     const before = sessions.m.get(did)!.tokenSet

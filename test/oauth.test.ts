@@ -58,7 +58,7 @@ describe('OAuth authorization server', () => {
     it('publishes authorization-server metadata for the atproto profile', async () => {
       const res = await fetch(`${pds.url}/.well-known/oauth-authorization-server`)
       expect(res.status).toBe(200)
-      const m = await res.json()
+      const m: any = await res.json()
       const base = srv.publicUrl
       expect(m).toMatchObject({
         issuer: base,
@@ -79,13 +79,13 @@ describe('OAuth authorization server', () => {
     })
 
     it('publishes protected-resource metadata naming itself as the authorization server', async () => {
-      const m = await (await fetch(`${pds.url}/.well-known/oauth-protected-resource`)).json()
+      const m: any = await (await fetch(`${pds.url}/.well-known/oauth-protected-resource`)).json()
       expect(m.resource).toBe(srv.publicUrl)
       expect(m.authorization_servers).toEqual([srv.publicUrl])
     })
 
     it('serves exactly one secp256k1 key whose kid is its RFC 7638 thumbprint', async () => {
-      const { keys } = await (await fetch(`${pds.url}/oauth/jwks`)).json()
+      const { keys } = (await (await fetch(`${pds.url}/oauth/jwks`)).json()) as any
       expect(keys).toHaveLength(1)
       const [k] = keys
       expect(k).toMatchObject({ kty: 'EC', crv: 'secp256k1', alg: 'ES256K', use: 'sig' })
@@ -533,7 +533,7 @@ describe('OAuth authorization server', () => {
         headers: { authorization: `DPoP ${tokens.access_token}`, dpop: await key.proof('GET', url) },
       })
       expect(res.status).toBe(401)
-      expect((await res.json()).error).toBe('InvalidToken')
+      expect(((await res.json()) as any).error).toBe('InvalidToken')
     })
 
     it('records no proof that is not bound to a verified code or token, so strangers cannot fill the replay store', async () => {
@@ -595,7 +595,7 @@ describe('OAuth authorization server', () => {
           headers: { authorization: `DPoP ${tokens.refresh_token}`, dpop: await key.proof('POST', `${srv.publicUrl}/xrpc/${nsid}`) },
         })
         expect(res.status).toBe(401)
-        expect((await res.json()).error).toBe('InvalidToken')
+        expect(((await res.json()) as any).error).toBe('InvalidToken')
       }
     })
 

@@ -161,7 +161,7 @@ describe('health checks', () => {
     db.destroy = async () => {}
     const res = await fetch(`${pds.url}/xrpc/_health`)
     expect(res.status).toBe(503)
-    expect((await res.json()).error).toBe('ServiceUnavailable')
+    expect(((await res.json()) as any).error).toBe('ServiceUnavailable')
     await pds.stop()
   })
 

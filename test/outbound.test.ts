@@ -115,7 +115,7 @@ describe('outbound guard', () => {
       named: `https://evil.example:${wire.port}`,
       v6: `https://[::ffff:127.0.0.1]:${wire.port}`,
     }
-    const current = await (await fetch(`${plcUrl}/${alice.did}/data`)).json()
+    const current: any = await (await fetch(`${plcUrl}/${alice.did}/data`)).json()
     const n = sink.received.length
     expect((await xrpc(prod.url, 'com.atproto.identity.requestPlcOperationSignature', { method: 'POST', headers: bearer(alice.accessJwt) })).status).toBe(200)
     await sink.waitFor(n + 1)
@@ -126,7 +126,7 @@ describe('outbound guard', () => {
       body: { token: sink.tokenFor(alice.email), services },
     })
     expect(signed.status, signed.text).toBe(200)
-    expect((await (await fetch(`${plcUrl}/${alice.did}/data`)).json()).services.plain.endpoint).toBe(endpoints.plain)
+    expect(((await (await fetch(`${plcUrl}/${alice.did}/data`)).json()) as any).services.plain.endpoint).toBe(endpoints.plain)
     for (const name of Object.keys(endpoints)) {
       const res = await proxied(prod, alice.accessJwt, `${alice.did}#${name}`)
       expect([name, res.status, res.body.error]).toEqual([name, 502, 'UpstreamFailure'])

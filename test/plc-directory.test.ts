@@ -30,7 +30,7 @@ describe('PLC directory mode', () => {
     const did = agent.session!.did
     const res = await fetch(`${plcUrl}/${did}`)
     expect(res.status).toBe(200)
-    const doc = await res.json()
+    const doc: any = await res.json()
     expect(doc.id).toBe(did)
     expect(doc.alsoKnownAs).toEqual(['at://plcuser.test'])
     expect(doc.service[0].serviceEndpoint).toBe(pds.env.PDS_PUBLIC_URL)
@@ -41,7 +41,7 @@ describe('PLC directory mode', () => {
     await agent.com.atproto.repo.createRecord({ repo: did, collection: 'com.example.thing', record: { a: 1 } })
     const car = new Uint8Array(await (await fetch(`${pds.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)).arrayBuffer())
     // the directory's own view of the keys (this release renders documents in the older key format)
-    const data = await (await fetch(`${plcUrl}/${did}/data`)).json()
+    const data: any = await (await fetch(`${plcUrl}/${did}/data`)).json()
     const key = data.verificationMethods.atproto
     expect(resolved.verificationMethod).toHaveLength(1)
     expect((await verifyRepoCar(car, did, key)).creates).toHaveLength(1)
@@ -52,10 +52,10 @@ describe('PLC directory mode', () => {
     await agent.createAccount({ handle: 'plcmove.test', email: 'plcmove@example.com', password: 'correct horse battery' })
     const did = agent.session!.did
     await agent.com.atproto.identity.updateHandle({ handle: 'plcmoved.test' })
-    const log = await (await fetch(`${plcUrl}/${did}/log`)).json()
+    const log: any = await (await fetch(`${plcUrl}/${did}/log`)).json()
     expect(log).toHaveLength(2)
     expect(log[1].alsoKnownAs).toEqual(['at://plcmoved.test'])
-    const doc = await (await fetch(`${plcUrl}/${did}`)).json()
+    const doc: any = await (await fetch(`${plcUrl}/${did}`)).json()
     expect(doc.alsoKnownAs).toEqual(['at://plcmoved.test'])
   })
 

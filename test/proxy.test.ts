@@ -168,7 +168,7 @@ describe('service proxying', () => {
     const jwt = session.body.accessJwt
     appview.seen.length = 0
     for (const nsid of ['chat.bsky.convo.listConvos', 'CHAT.bsky.convo.listConvos', 'Chat.Bsky.convo.listConvos']) {
-      for (const headers of [{}, { 'atproto-proxy': `${appview.did}#bsky_chat` }]) {
+      for (const headers of [{}, { 'atproto-proxy': `${appview.did}#bsky_chat` }] as Record<string, string>[]) {
         const res = await xrpc(pds.url, nsid, { headers: { ...bearer(jwt), ...headers } })
         expect([nsid, res.status, res.body.error]).toEqual([nsid, 403, 'InsufficientScope'])
       }

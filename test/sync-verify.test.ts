@@ -33,7 +33,7 @@ const call = (pds: TestPds, nsid: string, token: string | undefined, opts: Param
 async function currentKey(did: string): Promise<string> {
   const res = await fetch(`${plcUrl}/${did}/data`)
   if (res.status !== 200) throw new Error(`no DID document for ${did}: ${res.status}`)
-  return (await res.json()).verificationMethods.atproto
+  return ((await res.json()) as any).verificationMethods.atproto
 }
 
 async function follow(pds: TestPds): Promise<Hose> {
@@ -236,7 +236,7 @@ describe('every firehose event verifies (Sync 1.1)', () => {
       .set({ private_key_hex: Buffer.from(await next.export()).toString('hex'), public_key_multibase: next.did().replace(/^did:key:/, '') })
       .where('did', '=', id.did)
       .execute()
-    const head = await (await fetch(`${plcUrl}/${id.did}/log/last`)).json()
+    const head: any = await (await fetch(`${plcUrl}/${id.did}/log/last`)).json()
     const rotated = await movedOp({ ...id, head }, next.did().replace(/^did:key:/, ''), 'rekey.test')
     const res = await fetch(`${plcUrl}/${id.did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(rotated) })
     expect(res.status).toBe(200)

@@ -50,11 +50,11 @@ export async function startNameserver(records: Record<string, string>, txt: Reco
       for (const q of request.questions ?? []) {
         const address = records[String(q.name).toLowerCase()]
         if (address && q.type === Packet.TYPE.A) {
-          response.answers.push({ name: q.name, type: Packet.TYPE.A, class: Packet.CLASS.IN, ttl: 1, address })
+          response.answers.push({ name: q.name, type: Packet.TYPE.A, class: Packet.CLASS.IN, ttl: 1, address } as never)
         }
         if (q.type === Packet.TYPE.TXT) {
           for (const data of txt[String(q.name).toLowerCase()] ?? []) {
-            response.answers.push({ name: q.name, type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 1, data })
+            response.answers.push({ name: q.name, type: Packet.TYPE.TXT, class: Packet.CLASS.IN, ttl: 1, data } as never)
           }
         }
       }

@@ -130,9 +130,9 @@ async function expectAllAt(url: string, publicUrl: string, plcUrl: string, accou
   const { data: cids } = await reader.com.atproto.sync.listBlobs({ did: account.did })
   expect(cids.cids.sort()).toEqual(account.blobs.map((b) => b.cid).sort())
   // the DID document now names this server, and the repository verifies against its atproto key
-  const doc = await (await fetch(`${plcUrl}/${account.did}`)).json()
+  const doc: any = await (await fetch(`${plcUrl}/${account.did}`)).json()
   expect(doc.service.find((s: any) => s.id === '#atproto_pds').serviceEndpoint).toBe(publicUrl)
-  const data = await (await fetch(`${plcUrl}/${account.did}/data`)).json()
+  const data: any = await (await fetch(`${plcUrl}/${account.did}/data`)).json()
   const { data: car } = await reader.com.atproto.sync.getRepo({ did: account.did })
   const verified = await verifyRepoCar(car, account.did, data.verificationMethods.atproto)
   expect(verified.creates.length).toBe(account.records.length)
