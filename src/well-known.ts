@@ -46,7 +46,7 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
   // and its hosted handles get one
   r.get('/tls-check', async (req, res, next) => {
     try {
-      const domain = String(req.query.domain ?? '').toLowerCase()
+      const domain = (typeof req.query.domain === 'string' ? req.query.domain : '').toLowerCase()
       const hosted = domain === config.hostname || (!!domain && !!(await hostedHandleDid(db, domain)))
       if (hosted) res.json({ success: true })
       else res.status(404).json({ error: 'NotFound', message: 'Not a handle on this server' })

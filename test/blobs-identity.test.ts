@@ -1,10 +1,9 @@
-import { AtpAgent } from '@atproto/api'
 import { verifyRepoCar } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepBlobs } from '../src/repo/blobstore-gc.js'
-import { describe, newAgent as createAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAgent as createAgent, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
 const newAgent = () => createAgent(pds.url, 'blob')

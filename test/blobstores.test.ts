@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process'
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { AtpAgent } from '@atproto/api'
+import { type AtpAgent } from '@atproto/api'
 import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepBlobs } from '../src/repo/blobstore-gc.js'
@@ -17,7 +17,7 @@ const admin = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).t
 type S3rverLike = { run(): Promise<{ port: number }>; close(): Promise<void> }
 
 async function startS3() {
-  const { default: S3rver } = (await import('s3rver' as string)) as { default: new (o: object) => S3rverLike }
+  const { default: S3rver } = (await import('s3rver')) as { default: new (o: object) => S3rverLike }
   const srv = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: tempDir('s3rver-') })
   const { port } = await srv.run()
   const endpoint = `http://127.0.0.1:${port}`

@@ -14,7 +14,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, bearer, describe, newAccount, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { deepJson, junk, ascii, LexArbitraries, loadLexicon, servedMethods, type Pool } from './fuzz-lexicon.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
-import { registry } from '../src/auth/registry.js'
+import { registry as methodRows, type Row } from '../src/auth/registry.js'
+
+// looked up by arbitrary (fuzzed or listed) method ids
+const registry: Record<string, Row> = methodRows
 
 const SEED = Number(process.env.PDS_FUZZ_SEED ?? 20261125)
 const RUNS = Number(process.env.PDS_FUZZ_RUNS ?? 25)

@@ -107,7 +107,8 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
       retryable: isConnectionLost,
     })
   }
-  const out = Object.assign(db, { dialect: (cfg.kind === 'sqlite' ? 'sqlite' : 'postgres') as Dialect, pool: pgPool, durable, snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4) })
+  const dialect: Dialect = cfg.kind === 'sqlite' ? 'sqlite' : 'postgres'
+  const out = Object.assign(db, { dialect, pool: pgPool, durable, snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4) })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
 }
@@ -157,7 +158,7 @@ async function migrate(db: Db, schema?: string) {
     if (!error) return
     const e = error as { code?: string; message?: string }
     const otherSchemaGone = e.code === '3F000' && !!schema && !e.message?.includes(`"${schema}"`)
-    if (!otherSchemaGone || attempt >= 5) throw error
+    if (!otherSchemaGone || attempt >= 5) throw error as Error
     await new Promise((r) => setTimeout(r, 20 * attempt))
   }
 }

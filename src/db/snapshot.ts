@@ -6,7 +6,7 @@
 // statements, no locks that writers wait for.
 import SqliteDatabase from 'better-sqlite3'
 import {
-  CompiledQuery,
+  type CompiledQuery,
   Kysely,
   SqliteAdapter,
   SqliteIntrospector,
@@ -67,7 +67,7 @@ function readerKysely(conn: SqliteDatabase.Database): Store {
     async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
       const stmt = conn.prepare(q.sql)
       if (!stmt.reader) throw new Error('a snapshot only reads')
-      return { rows: stmt.all(q.parameters as unknown[]) as R[] }
+      return { rows: stmt.all(q.parameters) as R[] }
     },
     // eslint-disable-next-line require-yield
     async *streamQuery() {

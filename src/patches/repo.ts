@@ -55,7 +55,9 @@ export function libraryMatches(): boolean {
 
 type Serialized = { cid: Cid; bytes: Uint8Array }
 const memo = new WeakMap<MST, Serialized>()
+// eslint-disable-next-line @typescript-eslint/unbound-method -- always invoked with .call(node)
 const original = MST.prototype.serialize
+// eslint-disable-next-line @typescript-eslint/unbound-method -- always invoked with .call(into, …)
 const originalAddMap = BlockMap.prototype.addMap
 let installed = false
 

@@ -10,7 +10,7 @@ const SHA2_256 = 0x12
 
 export function cidForDagCbor(bytes: Uint8Array): Cid {
   const d = hash('sha256', bytes, 'buffer')
-  return createCid(DAG_CBOR, SHA2_256, new Uint8Array(d.buffer, d.byteOffset, d.length)) as Cid
+  return createCid(DAG_CBOR, SHA2_256, new Uint8Array(d.buffer, d.byteOffset, d.length))
 }
 
 /**

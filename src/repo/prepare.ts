@@ -67,7 +67,7 @@ export async function prepareRecordWrite(
   // the body may arrive as plain JSON or already lex-typed: normalize through JSON once
   let lex: Record<string, unknown>
   try {
-    lex = jsonToLex(lexToJson(w.record as never)) as Record<string, unknown>
+    lex = jsonToLex(lexToJson(w.record)) as Record<string, unknown>
   } catch (err) {
     throw xrpcError('InvalidRequest', `Invalid record: ${(err as Error).message}`)
   }

@@ -127,6 +127,6 @@ export async function recordProofCar(db: Db, did: string, path: { collection: st
     const uri = `at://${did}/${path.collection}/${path.rkey}`
     const row = await trx.selectFrom('record').select('takedown_ref').where('uri', '=', uri).executeTakeFirst()
     if (row && row.takedown_ref !== null) throw xrpcError('RecordNotFound', `Could not locate record: ${uri}`)
-    return concat(getRecords(new SqlRepoStorage(trx, did), parseCid(root.cid), [path as never]))
+    return concat(getRecords(new SqlRepoStorage(trx, did), parseCid(root.cid), [path]))
   })
 }

@@ -4,7 +4,7 @@
 // processes); SQLite runs one transaction at a time on its single connection.
 import type { Keypair } from '@atproto/crypto'
 import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
-import { parseCid, type Cid } from '@atproto/lex-data'
+import { parseCid } from '@atproto/lex-data'
 import type { Db } from '../db/index.js'
 import { dialectOf, lockingRead, type Dialect } from '../db/dialect.js'
 import { prepared } from '../db/prepared.js'

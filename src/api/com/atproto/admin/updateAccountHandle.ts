@@ -11,7 +11,7 @@ import { setHandle } from '../../../../identity/amend.js'
 export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
   api.com.atproto.admin.updateAccountHandle<AuthFor<'com.atproto.admin.updateAccountHandle'>>(async ({ input }) => {
     const { did } = input.body
-    const account = await undeletedAccountByDid(db, did)
+    await undeletedAccountByDid(db, did)
     const handle = await validateHandle({ config, outbound }, input.body.handle, did)
     await checkHandleFree(db, did, handle)
     await setHandle(db, did, handle, { rotationKey, plcUrl: config.plcUrl })

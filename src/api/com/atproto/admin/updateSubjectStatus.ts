@@ -26,7 +26,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     }
     const did = s.$type === 'com.atproto.admin.defs#repoRef' ? s.did : undefined
     if (typeof did !== 'string') throw xrpcError('InvalidRequest', 'Unknown subject type')
-    const account = await undeletedAccountByDid(db, did)
+    await undeletedAccountByDid(db, did)
     if (td) {
       if (td.applied) await takedown(db, did, td.ref ?? null)
       else await restore(db, did)
