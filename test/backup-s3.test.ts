@@ -20,7 +20,7 @@ let endpoint: string
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 beforeAll(async () => {
-  const { default: S3rver } = (await import('s3rver' as string)) as { default: new (o: object) => S3rverLike }
+  const { default: S3rver } = (await import('s3rver')) as { default: new (o: object) => S3rverLike }
   srv = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: tempDir('s3rver-') })
   endpoint = `http://127.0.0.1:${(await srv.run()).port}`
   client = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } })
@@ -64,7 +64,7 @@ async function uploadBlob(url: string, jwt: string, bytes: Uint8Array) {
     body: bytes,
   })
   expect(res.status).toBe(200)
-  return (await res.json()).blob
+  return ((await res.json()) as any).blob
 }
 
 describe('backups to S3', () => {

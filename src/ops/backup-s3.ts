@@ -5,7 +5,7 @@ import { createReadStream, createWriteStream, existsSync, readdirSync } from 'no
 import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { Readable } from 'node:stream'
+import { type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import {
   DeleteObjectsCommand,
