@@ -3,7 +3,32 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 const nodeGlobals = Object.fromEntries(
-  ['process', 'Buffer', 'URL', 'URLSearchParams', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'console', 'fetch', 'AbortController', 'AbortSignal', 'TextEncoder', 'TextDecoder', 'performance', 'structuredClone', 'queueMicrotask', 'setImmediate', 'Response', 'Request', 'Headers', 'FormData', 'Blob', 'crypto'].map((n) => [n, 'readonly']),
+  [
+    'process',
+    'Buffer',
+    'URL',
+    'URLSearchParams',
+    'setTimeout',
+    'clearTimeout',
+    'setInterval',
+    'clearInterval',
+    'console',
+    'fetch',
+    'AbortController',
+    'AbortSignal',
+    'TextEncoder',
+    'TextDecoder',
+    'performance',
+    'structuredClone',
+    'queueMicrotask',
+    'setImmediate',
+    'Response',
+    'Request',
+    'Headers',
+    'FormData',
+    'Blob',
+    'crypto',
+  ].map((n) => [n, 'readonly']),
 )
 
 export default tseslint.config(

@@ -34,11 +34,15 @@ const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;')
 const fmt = (v) => `x${v >= 10 ? v.toFixed(1) : v.toFixed(2)}`
 
 const out = []
-out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`)
+out.push(
+  `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+)
 out.push(`<rect width="${W}" height="${H}" fill="#fff"/>`)
 out.push(`<text x="${left}" y="20" font-size="14" font-weight="bold">ours / reference PDS (log scale; right of x1 = ours better)</text>`)
 out.push(`<rect x="${left}" y="30" width="12" height="10" fill="#2f6fb3"/><text x="${left + 16}" y="39">throughput</text>`)
-out.push(`<rect x="${left + 100}" y="30" width="12" height="10" fill="#e39b2d"/><text x="${left + 116}" y="39">CPU per op (reference / ours)</text>`)
+out.push(
+  `<rect x="${left + 100}" y="30" width="12" height="10" fill="#e39b2d"/><text x="${left + 116}" y="39">CPU per op (reference / ours)</text>`,
+)
 for (const t of ticks) {
   out.push(`<line x1="${x(t)}" y1="${top - 4}" x2="${x(t)}" y2="${H - 30}" stroke="${t === 1 ? '#000' : '#ddd'}"/>`)
   out.push(`<text x="${x(t)}" y="${H - 16}" text-anchor="middle">x${t}</text>`)

@@ -85,7 +85,16 @@ async function load(name: string, urls: string[], op: (url: string, client: numb
     }),
   )
   lat.sort((a, b) => a - b)
-  console.log(JSON.stringify({ procs: PROCS, measure: name, ops_per_s: Math.round(lat.length / SECONDS), p50_ms: +pct(lat, 50).toFixed(1), p99_ms: +pct(lat, 99).toFixed(1), errors }))
+  console.log(
+    JSON.stringify({
+      procs: PROCS,
+      measure: name,
+      ops_per_s: Math.round(lat.length / SECONDS),
+      p50_ms: +pct(lat, 50).toFixed(1),
+      p99_ms: +pct(lat, 99).toFixed(1),
+      errors,
+    }),
+  )
 }
 
 const schema = `bench_${randomBytes(4).toString('hex')}`
@@ -121,7 +130,9 @@ try {
   const accounts: any[] = []
   for (let i = 0; i < 8; i++) {
     const handle = `bench${i}-${randomBytes(3).toString('hex')}.test`
-    const r = await call(urls[i % urls.length], 'com.atproto.server.createAccount', { body: { handle, email: `${handle}@example.com`, password: 'bench password' } })
+    const r = await call(urls[i % urls.length], 'com.atproto.server.createAccount', {
+      body: { handle, email: `${handle}@example.com`, password: 'bench password' },
+    })
     if (r.status !== 200) throw new Error(`createAccount: ${r.status} ${JSON.stringify(r.json)}`)
     accounts.push({ did: r.json.did as string, token: r.json.accessJwt as string })
   }
@@ -134,7 +145,11 @@ try {
     })
     return r.status === 200
   })
-  await load('getSession', urls, async (url, c) => (await call(url, 'com.atproto.server.getSession', { token: accounts[c % 8].token })).status === 200)
+  await load(
+    'getSession',
+    urls,
+    async (url, c) => (await call(url, 'com.atproto.server.getSession', { token: accounts[c % 8].token })).status === 200,
+  )
 
   // firehose delivery: consumer on the last process, writes through the first
   const ws = new WebSocket(`${urls[urls.length - 1].replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`)
@@ -148,7 +163,10 @@ try {
   const end = Date.now() + SECONDS * 1000
   for (let i = 0; Date.now() < end; i++) {
     const a = accounts[i % 8]
-    const r = await call(urls[0], 'com.atproto.repo.createRecord', { token: a.token, body: { repo: a.did, collection: 'com.example.bench', record: { $type: 'com.example.bench', i } } })
+    const r = await call(urls[0], 'com.atproto.repo.createRecord', {
+      token: a.token,
+      body: { repo: a.did, collection: 'com.example.bench', record: { $type: 'com.example.bench', i } },
+    })
     const acked = performance.now()
     const rev = r.json?.commit?.rev as string
     for (let k = 0; k < 500 && !seen.has(rev); k++) await new Promise((res) => setTimeout(res, 1))
@@ -156,7 +174,15 @@ try {
   }
   ws.close()
   lags.sort((a, b) => a - b)
-  console.log(JSON.stringify({ procs: PROCS, measure: 'firehose delivery lag (write on first, consume on last)', events: lags.length, p50_ms: +pct(lags, 50).toFixed(1), p99_ms: +pct(lags, 99).toFixed(1) }))
+  console.log(
+    JSON.stringify({
+      procs: PROCS,
+      measure: 'firehose delivery lag (write on first, consume on last)',
+      events: lags.length,
+      p50_ms: +pct(lags, 50).toFixed(1),
+      p99_ms: +pct(lags, 99).toFixed(1),
+    }),
+  )
 } finally {
   for (const c of children) c.kill('SIGTERM')
   await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.on('exit', r)) : Promise.resolve())))

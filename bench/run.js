@@ -85,7 +85,10 @@ async function measureScrypt(n) {
 
 async function start(kind, label) {
   log(`starting ${label}...`)
-  const server = kind === 'reference' ? await startPeer({ label }) : await startOurs({ db, label, cpuProf, dir: oursDir ? path.resolve(oursDir) : undefined })
+  const server =
+    kind === 'reference'
+      ? await startPeer({ label })
+      : await startOurs({ db, label, cpuProf, dir: oursDir ? path.resolve(oursDir) : undefined })
   await sleep(2000) // settle before the idle figure
   const idle = memory(server.pid)
   log(`${label}: pid ${server.pid} at ${server.url}, idle RSS ${fmt(idle.rssMiB)} MiB`)
@@ -153,26 +156,38 @@ function ownTargets(results, hash, mem) {
   const login = by('createSession')
   if (login) {
     const over = (login.cpuMsPerOp - hash.cpuMs) / hash.cpuMs
-    lines.push(`login: createSession ${fmt(login.cpuMsPerOp)} ms CPU = hash ${over >= 0 ? '+' : ''}${fmt(over * 100)}% (target <= +10%) ${over <= 0.1 ? 'OK' : 'MISS'}`)
+    lines.push(
+      `login: createSession ${fmt(login.cpuMsPerOp)} ms CPU = hash ${over >= 0 ? '+' : ''}${fmt(over * 100)}% (target <= +10%) ${over <= 0.1 ? 'OK' : 'MISS'}`,
+    )
   }
   const wrong = by('createSession.wrongPassword')
   const unknown = by('createSession.unknownHandle')
   if (wrong && unknown) {
     const r = unknown.cpuMsPerOp / wrong.cpuMsPerOp
-    lines.push(`unknown handle vs wrong password: ${fmt(unknown.cpuMsPerOp)} vs ${fmt(wrong.cpuMsPerOp)} ms CPU (x${fmt(r, 2)}; same cost expected) ${Math.abs(r - 1) <= 0.15 ? 'OK' : 'MISS'}`)
+    lines.push(
+      `unknown handle vs wrong password: ${fmt(unknown.cpuMsPerOp)} vs ${fmt(wrong.cpuMsPerOp)} ms CPU (x${fmt(r, 2)}; same cost expected) ${Math.abs(r - 1) <= 0.15 ? 'OK' : 'MISS'}`,
+    )
   }
   const ca = by('createAccount')
   if (ca) {
     const beyond = ca.cpuMsPerOp - hash.cpuMs
-    lines.push(`createAccount: ${fmt(ca.cpuMsPerOp)} ms CPU = hash ${beyond >= 0 ? '+' : '-'} ${fmt(Math.abs(beyond))} ms (target <= hash + 20 ms) ${beyond <= 20 ? 'OK' : 'MISS'}`)
+    lines.push(
+      `createAccount: ${fmt(ca.cpuMsPerOp)} ms CPU = hash ${beyond >= 0 ? '+' : '-'} ${fmt(Math.abs(beyond))} ms (target <= hash + 20 ms) ${beyond <= 20 ? 'OK' : 'MISS'}`,
+    )
   }
   const gs = by('getSession')
   const pre = by('cors.preflight')
-  if (gs && pre) lines.push(`CORS preflight: ${fmt(pre.cpuMsPerOp, 3)} ms CPU per op vs getSession ${fmt(gs.cpuMsPerOp, 3)} (target: no more) ${pre.cpuMsPerOp <= gs.cpuMsPerOp ? 'OK' : 'MISS'}`)
+  if (gs && pre)
+    lines.push(
+      `CORS preflight: ${fmt(pre.cpuMsPerOp, 3)} ms CPU per op vs getSession ${fmt(gs.cpuMsPerOp, 3)} (target: no more) ${pre.cpuMsPerOp <= gs.cpuMsPerOp ? 'OK' : 'MISS'}`,
+    )
   const lr2 = by('listRecords.small')
   const lr10 = by('listRecords.large')
   if (lr2 && lr10) lines.push(`listRecords flatness: 10,000 / 2,000 CPU per op = x${fmt(lr10.cpuMsPerOp / lr2.cpuMsPerOp, 2)} (flat is ~1)`)
-  if (mem) lines.push(`memory: RSS idle ${fmt(mem.idleMiB)} MiB (target <= 100) ${mem.idleMiB <= 100 ? 'OK' : 'MISS'}, after ${fmt(mem.afterMiB)} MiB, peak ${fmt(mem.peakMiB)} MiB`)
+  if (mem)
+    lines.push(
+      `memory: RSS idle ${fmt(mem.idleMiB)} MiB (target <= 100) ${mem.idleMiB <= 100 ? 'OK' : 'MISS'}, after ${fmt(mem.afterMiB)} MiB, peak ${fmt(mem.peakMiB)} MiB`,
+    )
   return lines.join('\n')
 }
 
@@ -187,7 +202,9 @@ async function single() {
     for (const s of scenarios) {
       log(`  ${s.name} ...`)
       const r = await runScenario(run.target, s, p)
-      log(`    ${r.status}${r.status === 'ok' ? `: ${fmt(r.reqPerS)} req/s, ${fmt(r.cpuMsPerOp, 2)} CPU ms/op, ${r.errors} errors` : ` ${r.note ?? ''}`}`)
+      log(
+        `    ${r.status}${r.status === 'ok' ? `: ${fmt(r.reqPerS)} req/s, ${fmt(r.cpuMsPerOp, 2)} CPU ms/op, ${r.errors} errors` : ` ${r.note ?? ''}`}`,
+      )
       results.push(r)
     }
   } finally {
@@ -241,7 +258,9 @@ async function comparison() {
         log(`  ${s.name} pair ${i + 1}/${pairs} ...`)
         const a = await runScenario(A.target, s, p)
         const b = await runScenario(B.target, s, p)
-        log(`    ours ${a.status} ${fmt(a.value)} ${s.metric} ${fmt(a.cpuMsPerOp, 2)} ms/op | reference ${b.status} ${fmt(b.value)} ${s.metric} ${fmt(b.cpuMsPerOp, 2)} ms/op`)
+        log(
+          `    ours ${a.status} ${fmt(a.value)} ${s.metric} ${fmt(a.cpuMsPerOp, 2)} ms/op | reference ${b.status} ${fmt(b.value)} ${s.metric} ${fmt(b.cpuMsPerOp, 2)} ms/op`,
+        )
         pairResults.push([a, b])
         raw.push(a, b)
       }
@@ -293,7 +312,19 @@ async function comparison() {
   const side = (x, metric) =>
     Number.isFinite(x.value) ? `${fmt(x.value, metric === 'MB/s' ? 2 : 1)}${x.status === 'ok' ? '' : ` (${x.status} once)`}` : x.status
   const tbl = table(
-    ['scenario', 'metric', 'ours', 'reference', 'ratio', 'target', 'CPU ms/op ours', 'CPU ms/op ref', 'CPU ratio', 'errors (ours/ref)', 'note'],
+    [
+      'scenario',
+      'metric',
+      'ours',
+      'reference',
+      'ratio',
+      'target',
+      'CPU ms/op ours',
+      'CPU ms/op ref',
+      'CPU ratio',
+      'errors (ours/ref)',
+      'note',
+    ],
     rows.map((r) => [
       r.scenario,
       r.metric,
@@ -305,7 +336,9 @@ async function comparison() {
       fmt(r.reference.cpuMsPerOp, 2),
       Number.isFinite(r.cpuRatio) ? `x${fmt(r.cpuRatio, 2)}` : 'n/a',
       `${r.ours.errors}/${r.reference.errors}`,
-      r.ours.variant && r.reference.variant && r.ours.variant !== r.reference.variant ? `not comparable: ${r.ours.variant} vs ${r.reference.variant}` : '',
+      r.ours.variant && r.reference.variant && r.ours.variant !== r.reference.variant
+        ? `not comparable: ${r.ours.variant} vs ${r.reference.variant}`
+        : '',
     ]),
   )
   const memLine = `RSS MiB idle / after / peak: ours ${fmt(memA.idleMiB)} / ${fmt(memA.afterMiB)} / ${fmt(memA.peakMiB)}; reference ${fmt(memB.idleMiB)} / ${fmt(memB.afterMiB)} / ${fmt(memB.peakMiB)}; after ratio ours/ref x${fmt(memA.afterMiB / memB.afterMiB, 2)} (target <= x0.3)`

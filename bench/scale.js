@@ -142,7 +142,10 @@ async function newState() {
 /** accounts straight into the store (bench/lib/seed.js), with the server stopped */
 function seed(state, from, count) {
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'seed.js'), String(from), String(count)], { env: state.env, stdio: 'inherit' })
+    const c = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'seed.js'), String(from), String(count)], {
+      env: state.env,
+      stdio: 'inherit',
+    })
     c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`seed exited ${code}`))))
   })
 }
@@ -214,14 +217,19 @@ async function repoCurve() {
     const createRecord = await measured(state, {
       concurrency: 1,
       durationMs: SECONDS * 1000,
-      op: () => x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.post', record: post() } }),
+      op: () =>
+        x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.post', record: post() } }),
     })
     const applyWrites = await measured(state, {
       concurrency: 1,
       // a count, not a time: each call adds 200 records, and the point is about one size
       count: 10,
       op: async () => {
-        const writes = Array.from({ length: 200 }, () => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', value: post() }))
+        const writes = Array.from({ length: 200 }, () => ({
+          $type: 'com.atproto.repo.applyWrites#create',
+          collection: 'app.bsky.feed.post',
+          value: post(),
+        }))
         await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
         return 200
       },
@@ -232,12 +240,18 @@ async function repoCurve() {
     const getRecord = await measured(state, {
       concurrency: 16,
       durationMs: SECONDS * 1000,
-      op: (i) => x.call('com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) } }),
+      op: (i) =>
+        x.call('com.atproto.repo.getRecord', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) },
+        }),
     })
     const listRecords = await measured(state, {
       concurrency: 16,
       durationMs: SECONDS * 1000,
-      op: (i) => x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) } }),
+      op: (i) =>
+        x.call('com.atproto.repo.listRecords', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) },
+        }),
     })
     // getRepo: first byte, throughput, RSS growth while it streams
     const c0 = cpuMs(state.pid)
@@ -262,7 +276,11 @@ async function repoCurve() {
         for (;;) {
           const page = await x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection, limit: 100 } })
           if (!page.records.length) break
-          const writes = page.records.map((r) => ({ $type: 'com.atproto.repo.applyWrites#delete', collection, rkey: r.uri.split('/').pop() }))
+          const writes = page.records.map((r) => ({
+            $type: 'com.atproto.repo.applyWrites#delete',
+            collection,
+            rkey: r.uri.split('/').pop(),
+          }))
           await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
         }
       }
@@ -288,7 +306,12 @@ async function repoCurve() {
         cpuMs: +exportCpu.toFixed(0),
         rssGrowthMiB: exp.rssGrowthMiB,
       },
-      importRepo: imp && { ms: +imp.out.toFixed(0), recordsPerSec: +(have / (imp.out / 1000)).toFixed(0), rssGrowthMiB: imp.rssGrowthMiB, peakMiB: imp.peakMiB },
+      importRepo: imp && {
+        ms: +imp.out.toFixed(0),
+        recordsPerSec: +(have / (imp.out / 1000)).toFixed(0),
+        rssGrowthMiB: imp.rssGrowthMiB,
+        peakMiB: imp.peakMiB,
+      },
     })
   }
   await x.close()
@@ -321,7 +344,18 @@ async function accountsCurve() {
       op: (i, w) =>
         x.call('com.atproto.repo.createRecord', {
           token: sessions[w].accessJwt,
-          body: { repo: sessions[w].did, collection: 'app.bsky.feed.like', record: { $type: 'app.bsky.feed.like', subject: { uri: `at://${sessions[w].did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' }, createdAt: new Date().toISOString() } },
+          body: {
+            repo: sessions[w].did,
+            collection: 'app.bsky.feed.like',
+            record: {
+              $type: 'app.bsky.feed.like',
+              subject: {
+                uri: `at://${sessions[w].did}/app.bsky.feed.post/x`,
+                cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm',
+              },
+              createdAt: new Date().toISOString(),
+            },
+          },
         }),
     })
     // backfill: one consumer from cursor 0 over the whole log (two events per account and more)
@@ -406,7 +440,15 @@ async function firehoseCurve() {
           if (due > performance.now()) await sleep(due - performance.now())
           const r = await x.call('com.atproto.repo.createRecord', {
             token: s.accessJwt,
-            body: { repo: s.did, collection: 'app.bsky.feed.like', record: { $type: 'app.bsky.feed.like', subject: { uri: `at://${s.did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' }, createdAt: new Date().toISOString() } },
+            body: {
+              repo: s.did,
+              collection: 'app.bsky.feed.like',
+              record: {
+                $type: 'app.bsky.feed.like',
+                subject: { uri: `at://${s.did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+                createdAt: new Date().toISOString(),
+              },
+            },
           })
           answered.set(r.commit.rev, performance.now())
           sent++

@@ -10,10 +10,7 @@ type Doc = { id: string; defs: Record<string, unknown> }
 
 const root = join(import.meta.dirname, '..')
 const official = new Map<string, Doc>((schemas as Doc[]).map((d) => [d.id, d]))
-const patches = JSON.parse(readFileSync(join(root, 'codegen/patches.json'), 'utf8')) as Record<
-  string,
-  { path: string[]; value: unknown }[]
->
+const patches = JSON.parse(readFileSync(join(root, 'codegen/patches.json'), 'utf8')) as Record<string, { path: string[]; value: unknown }[]>
 
 const wanted = handlerMethods()
 

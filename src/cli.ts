@@ -30,7 +30,11 @@ const MIGRATE_USAGE = `migrate --from <url> --to <url> --handle <handle> [--new-
     from PDS_MIGRATE_PASSWORD or a prompt, never an argument; PDS_DID_PLC_URL (default
     https://plc.directory) is read for the final check; run it again after an interruption`
 
-const indent = (s: string) => s.split('\n').map((l) => '  ' + l).join('\n')
+const indent = (s: string) =>
+  s
+    .split('\n')
+    .map((l) => '  ' + l)
+    .join('\n')
 const USAGE = [
   'usage: pds <command> [options]   (every command takes --help and --json)',
   '',
@@ -55,7 +59,11 @@ async function main(argv: string[]): Promise<number> {
   if (group) {
     const [sub, ...more] = rest
     if (!sub || sub === '--help' || sub === '-h') {
-      process.stdout.write(Object.values(group).map((c) => 'usage: pds ' + c.usage).join('\n') + '\n')
+      process.stdout.write(
+        Object.values(group)
+          .map((c) => 'usage: pds ' + c.usage)
+          .join('\n') + '\n',
+      )
       return sub ? 0 : 2
     }
     cmd = group[sub]

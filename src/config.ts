@@ -11,15 +11,18 @@ import type { BackupS3Config } from './ops/backup-s3.js'
 
 export class ConfigError extends Error {}
 
-const bool = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((v) => v === 'true' || v === '1')
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max)
 const hex64 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters')
 const url = z.url({ protocol: /^https?$/ })
 const urlList = z
   .string()
-  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(url))
 
 // `ip` or `ip:port`, IPv6 in brackets when it has a port (as dns.setServers takes them)
@@ -38,7 +41,12 @@ const proxyEntry = z.string().refine((s) => {
 const list = (item: z.ZodType<string, string>) =>
   z
     .string()
-    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(item))
 
 const vars = {
@@ -65,11 +73,21 @@ const vars = {
   PDS_SERVICE_HANDLE_DOMAINS: z
     .string()
     .default('.test')
-    .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .filter(Boolean),
+    )
     .pipe(z.array(z.string().regex(/^\.[a-z0-9.-]+[a-z0-9]$/, 'each domain must start with a dot')).min(1)),
   PDS_RESERVED_HANDLES: z
     .string()
-    .transform((s) => s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .filter(Boolean),
+    )
     .pipe(z.array(z.string().regex(/^[a-z0-9-]{1,63}$/, 'each name must be a single handle label')))
     .default([]),
   PDS_INVITE_REQUIRED: bool.default(false),
@@ -84,7 +102,10 @@ const vars = {
     .default('generic')
     .transform((v) => (v === 'vendor' ? 'postmark' : v)),
   PDS_EMAIL_HTTP_TIMEOUT_MS: int(1, 600_000).default(10_000),
-  PDS_EMAIL_SES_REGION: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1').optional(),
+  PDS_EMAIL_SES_REGION: z
+    .string()
+    .regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1')
+    .optional(),
   // the reference PDS's SMTP setting: read only to stop with a pointer to the HTTP providers
   PDS_EMAIL_SMTP_URL: z.string().optional(),
   PDS_DPOP_REPLAY_STORE: z
@@ -99,11 +120,19 @@ const vars = {
   PDS_RATE_LIMIT_BYPASS_IPS: z
     .string()
     .default('')
-    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)),
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    ),
   PDS_TRUST_PROXY: list(proxyEntry).default(['loopback']),
   PDS_CRAWLERS: urlList.default([]),
   PDS_BSKY_APP_VIEW_URL: url.optional(),
-  PDS_BSKY_APP_VIEW_DID: z.string().regex(/^did:[a-z]+:\S+$/, 'must be a DID').optional(),
+  PDS_BSKY_APP_VIEW_DID: z
+    .string()
+    .regex(/^did:[a-z]+:\S+$/, 'must be a DID')
+    .optional(),
   PDS_METRICS: bool.default(false),
   PDS_METRICS_PORT: int(1, 65535).optional(),
   PDS_PROXY_TIMEOUT_MS: int(1, 600_000).default(30_000),
@@ -126,7 +155,10 @@ const vars = {
   PDS_BACKUP_S3_FORCE_PATH_STYLE: bool.default(false),
   PDS_BACKUP_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
   PDS_BACKUP_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
-  PDS_BACKUP_S3_PREFIX: z.string().regex(/^([^/].*\/)?$/, 'must end with / and not start with one (or be empty)').default('backups/'),
+  PDS_BACKUP_S3_PREFIX: z
+    .string()
+    .regex(/^([^/].*\/)?$/, 'must end with / and not start with one (or be empty)')
+    .default('backups/'),
   PDS_BACKUP_INTERVAL_HOURS: int(1, 24 * 365).default(24),
   PDS_BACKUP_KEEP: int(1, 10_000).default(7),
   PDS_PRIVACY_POLICY_URL: url.optional(),
@@ -238,8 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const warnings: string[] = []
   const dataDir = resolve(v.PDS_DATA_DIRECTORY)
   const publicUrl = (
-    v.PDS_PUBLIC_URL ??
-    (v.PDS_HOSTNAME === 'localhost' ? `http://localhost:${v.PDS_PORT}` : `https://${v.PDS_HOSTNAME}`)
+    v.PDS_PUBLIC_URL ?? (v.PDS_HOSTNAME === 'localhost' ? `http://localhost:${v.PDS_PORT}` : `https://${v.PDS_HOSTNAME}`)
   ).replace(/\/+$/, '')
 
   if (!v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID !== !v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY) {
@@ -261,7 +292,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const emailUrl = v.PDS_EMAIL_HTTP_URL ?? DEFAULT_URL[v.PDS_EMAIL_HTTP_FLAVOR]
   if (v.PDS_EMAIL_BACKEND === 'http-json') {
-    if (!emailUrl) throw new ConfigError(`PDS_EMAIL_HTTP_URL: required when PDS_EMAIL_BACKEND is http-json with the ${v.PDS_EMAIL_HTTP_FLAVOR} flavor`)
+    if (!emailUrl)
+      throw new ConfigError(`PDS_EMAIL_HTTP_URL: required when PDS_EMAIL_BACKEND is http-json with the ${v.PDS_EMAIL_HTTP_FLAVOR} flavor`)
     for (const name of ['PDS_EMAIL_HTTP_TOKEN', 'PDS_EMAIL_FROM'] as const) {
       if (!v[name]) throw new ConfigError(`${name}: required when PDS_EMAIL_BACKEND is http-json`)
     }
@@ -283,7 +315,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // outside development mode the server joins the public network unless told otherwise
   const plcUrl = v.PDS_DID_PLC_URL === 'local' ? undefined : (v.PDS_DID_PLC_URL ?? (devMode ? undefined : 'https://plc.directory'))
   if (v.PDS_DID_PLC_URL === 'local' && !devMode) {
-    warnings.push('PDS_DID_PLC_URL is local: DIDs live in this server\'s own log, which nobody else on the network can resolve')
+    warnings.push("PDS_DID_PLC_URL is local: DIDs live in this server's own log, which nobody else on the network can resolve")
   }
   // an empty PDS_CRAWLERS (set, but to nothing) turns crawl requests off
   const crawlers = env.PDS_CRAWLERS === undefined && !devMode ? ['https://bsky.network'] : v.PDS_CRAWLERS
@@ -355,9 +387,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitBypassIps: v.PDS_RATE_LIMIT_BYPASS_IPS,
     trustProxy: v.PDS_TRUST_PROXY,
     crawlers,
-    appView: v.PDS_BSKY_APP_VIEW_URL
-      ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! }
-      : undefined,
+    appView: v.PDS_BSKY_APP_VIEW_URL ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! } : undefined,
     metrics: v.PDS_METRICS || v.PDS_METRICS_PORT !== undefined,
     metricsPort: v.PDS_METRICS_PORT,
     proxy: { timeoutMs: v.PDS_PROXY_TIMEOUT_MS, maxResponseBytes: v.PDS_PROXY_MAX_RESPONSE_BYTES },

@@ -51,7 +51,10 @@ export function browserHeaders() {
       // per request anyway, so naming a header here grants nothing
       const asked = req.headers['access-control-request-headers']
       res.setHeader('Access-Control-Allow-Methods', ALLOW_METHODS)
-      res.setHeader('Access-Control-Allow-Headers', typeof asked === 'string' && HEADER_LIST.test(asked.trim()) ? asked.trim() : ALLOW_HEADERS)
+      res.setHeader(
+        'Access-Control-Allow-Headers',
+        typeof asked === 'string' && HEADER_LIST.test(asked.trim()) ? asked.trim() : ALLOW_HEADERS,
+      )
       res.setHeader('Access-Control-Expose-Headers', EXPOSE_HEADERS)
       res.setHeader('Access-Control-Max-Age', MAX_AGE_S)
       res.setHeader('Vary', 'Access-Control-Request-Headers')

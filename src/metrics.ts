@@ -6,9 +6,7 @@ import type { NextFunction, Request, Response } from 'express'
 import type * as Prom from 'prom-client'
 
 /** what modules bump: a prom-client counter, or a no-op while metrics are off */
-export type Counter<L extends string = never> = [L] extends [never]
-  ? { inc(): void }
-  : { inc(labels: Partial<Record<L, string>>): void }
+export type Counter<L extends string = never> = [L] extends [never] ? { inc(): void } : { inc(labels: Partial<Record<L, string>>): void }
 
 const NOT_COUNTED = { inc() {} }
 
@@ -90,7 +88,8 @@ export class Metrics {
       if (!latency || !requests || !req.path.startsWith('/xrpc/')) return next()
       const nsid = req.path.slice('/xrpc/'.length)
       // a label per arbitrary path would let any client grow the registry without bound
-      const method = known(nsid) || nsid === '_health' ? nsid : req.headers['atproto-proxy'] || /^(app|chat)\.bsky\./.test(nsid) ? 'proxied' : 'other'
+      const method =
+        known(nsid) || nsid === '_health' ? nsid : req.headers['atproto-proxy'] || /^(app|chat)\.bsky\./.test(nsid) ? 'proxied' : 'other'
       const end = latency.startTimer({ method })
       res.on('finish', () => {
         end()

@@ -41,9 +41,7 @@ import { OutboundGuard } from './net/guard.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
 import { lexicons } from './generated/server/lexicons.js'
 
-export const version: string = JSON.parse(
-  readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
-).version
+export const version: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version
 
 const JSON_LIMIT = 1024 * 1024
 
@@ -209,11 +207,17 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ...opts.crawlers,
   })
   crawlers.start()
-  const gc = setInterval(() => {
-    sweepBlobs(services, config.blobGraceMs)
-      .then(({ removed, bytes, staged }) => (removed.length || staged) && logger.info({ removed: removed.length, bytes, staged }, 'blobs swept'))
-      .catch((err) => logger.warn({ err }, 'blob sweep failed'))
-  }, 10 * 60 * 1000)
+  const gc = setInterval(
+    () => {
+      sweepBlobs(services, config.blobGraceMs)
+        .then(
+          ({ removed, bytes, staged }) =>
+            (removed.length || staged) && logger.info({ removed: removed.length, bytes, staged }, 'blobs swept'),
+        )
+        .catch((err) => logger.warn({ err }, 'blob sweep failed'))
+    },
+    10 * 60 * 1000,
+  )
   gc.unref()
   const backups = scheduleBackups(config, db, logger, opts.backups)
 
@@ -326,7 +330,11 @@ function refuseUpgrade(socket: Duplex, { status, error, message }: Refusal) {
 function registerGauges({ metrics, firehose, db }: Services) {
   if (!metrics.enabled) return
   metrics.gauge('pds_firehose_consumers', 'live subscribeRepos consumers', () => firehose.stats().consumers)
-  metrics.gauge('pds_firehose_max_backlog_events', 'largest number of events a live consumer has not sent yet', () => firehose.stats().maxBacklog)
+  metrics.gauge(
+    'pds_firehose_max_backlog_events',
+    'largest number of events a live consumer has not sent yet',
+    () => firehose.stats().maxBacklog,
+  )
   metrics.gauge('pds_firehose_head_seq', 'newest seq handed to live consumers', () => firehose.headSeq)
   const pool = db.pool
   if (pool) {
@@ -404,10 +412,7 @@ function requestLog(logger: Logger) {
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6
       // the path only: query strings may carry identifiers we do not want in logs
-      logger.info(
-        { reqId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 },
-        'request',
-      )
+      logger.info({ reqId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request')
     })
     next()
   }

@@ -24,9 +24,7 @@ export function wellKnownRoutes({ config, db }: Pick<Services, 'config' | 'db'>,
     res.json({
       '@context': ['https://www.w3.org/ns/did/v1'],
       id: config.serviceDid,
-      service: [
-        { id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: config.publicUrl },
-      ],
+      service: [{ id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: config.publicUrl }],
     })
   })
 

@@ -63,7 +63,13 @@ describe('admin API', () => {
     const up = await admin('com.atproto.admin.updateSubjectStatus', { body: { subject, takedown: { applied: false } } })
     expect(up.body).toEqual({ subject, takedown: { applied: false } })
     expect((await login(acct.handle)).status).toBe(200)
-    const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', acct.did).where('type', '=', 'account').orderBy('seq').execute()
+    const rows = await pds.services.db
+      .selectFrom('event')
+      .selectAll()
+      .where('did', '=', acct.did)
+      .where('type', '=', 'account')
+      .orderBy('seq')
+      .execute()
     // the first is the creation's #account active=true
     expect(rows.slice(1).map((r) => dagCbor.decode(r.payload))).toEqual([
       { did: acct.did, active: false, status: 'takendown' },
@@ -75,7 +81,11 @@ describe('admin API', () => {
     const acct = await newAccount()
     const rec = await admin('com.atproto.admin.updateSubjectStatus', {
       body: {
-        subject: { $type: 'com.atproto.repo.strongRef', uri: `at://${acct.did}/app.bsky.feed.post/3kabc`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+        subject: {
+          $type: 'com.atproto.repo.strongRef',
+          uri: `at://${acct.did}/app.bsky.feed.post/3kabc`,
+          cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm',
+        },
         takedown: { applied: true },
       },
     })
@@ -91,7 +101,11 @@ describe('admin API', () => {
     expect(one.status).toBe(200)
     expect(one.body).toMatchObject({ did: a.did, handle: a.handle, email: a.email, invitesDisabled: false, invites: [] })
     expect(Date.parse(one.body.indexedAt)).not.toBeNaN()
-    const qs = new URLSearchParams([['dids', a.did], ['dids', b.did], ['dids', 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa']])
+    const qs = new URLSearchParams([
+      ['dids', a.did],
+      ['dids', b.did],
+      ['dids', 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'],
+    ])
     const res = await fetch(`${pds.url}/xrpc/com.atproto.admin.getAccountInfos?${qs}`, { headers: basic() })
     const body: any = await res.json()
     expect(body.infos.map((i: { did: string }) => i.did).sort()).toEqual([a.did, b.did].sort())
@@ -111,12 +125,19 @@ describe('admin API', () => {
     const acct = await newAccount()
     const short = await admin('com.atproto.admin.updateAccountPassword', { body: { did: acct.did, password: 'short' } })
     expect([short.status, short.body.error]).toEqual([400, 'InvalidPassword'])
-    expect((await admin('com.atproto.admin.updateAccountPassword', { body: { did: acct.did, password: 'operator chosen' } })).status).toBe(200)
+    expect((await admin('com.atproto.admin.updateAccountPassword', { body: { did: acct.did, password: 'operator chosen' } })).status).toBe(
+      200,
+    )
     expect((await login(acct.handle, 'operator chosen')).status).toBe(200)
     expect((await admin('com.atproto.admin.deleteAccount', { body: { did: acct.did } })).status).toBe(200)
     const row = await pds.services.db.selectFrom('account').select('status').where('did', '=', acct.did).executeTakeFirstOrThrow()
     expect(row.status).toBe('deleted')
-    const last = await pds.services.db.selectFrom('event').select('type').where('did', '=', acct.did).orderBy('seq', 'desc').executeTakeFirstOrThrow()
+    const last = await pds.services.db
+      .selectFrom('event')
+      .select('type')
+      .where('did', '=', acct.did)
+      .orderBy('seq', 'desc')
+      .executeTakeFirstOrThrow()
     expect(last.type).toBe('tombstone')
   })
 })
@@ -171,7 +192,10 @@ describe('invite codes', () => {
     const used = mine.body.codes.find((c: { code: string }) => c.code === c1)
     expect(used).toMatchObject({ available: 1, disabled: false, forAccount: owner.did, createdBy: 'admin' })
     expect(used.uses).toEqual([{ usedBy: friend.body.did, usedAt: expect.any(String) }])
-    const unused = await xrpc(inv.url, 'com.atproto.server.getAccountInviteCodes', { params: { includeUsed: 'false' }, headers: bearer(owner.accessJwt) })
+    const unused = await xrpc(inv.url, 'com.atproto.server.getAccountInviteCodes', {
+      params: { includeUsed: 'false' },
+      headers: bearer(owner.accessJwt),
+    })
     expect(unused.body.codes.map((c: { code: string }) => c.code)).toEqual([c2])
 
     const info = await xrpc(inv.url, 'com.atproto.admin.getAccountInfo', { params: { did: friend.body.did }, headers: basic() })

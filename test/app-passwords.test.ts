@@ -10,7 +10,8 @@ const auth = bearer
 const newAccount = () => createAccount(pds.url, 'apw')
 const post = (nsid: string, token: string, body?: unknown) =>
   xrpc(pds.url, `com.atproto.server.${nsid}`, { method: 'POST', body, headers: auth(token) })
-const login = (identifier: string, password: string) => xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password } })
+const login = (identifier: string, password: string) =>
+  xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password } })
 
 async function appPassword(token: string, name: string, privileged = false) {
   const res = await post('createAppPassword', token, { name, privileged })
@@ -60,7 +61,11 @@ describe('app passwords', () => {
     const rows = await pds.services.db.selectFrom('app_password').select('password_hash').where('did', '=', acct.did).execute()
     const salts = new Set(rows.map((r) => r.password_hash.split(':')[4]))
     expect(salts.size).toBe(1)
-    const account = await pds.services.db.selectFrom('account').select('app_password_salt').where('did', '=', acct.did).executeTakeFirstOrThrow()
+    const account = await pds.services.db
+      .selectFrom('account')
+      .select('app_password_salt')
+      .where('did', '=', acct.did)
+      .executeTakeFirstOrThrow()
     expect([...salts][0]).toBe(account.app_password_salt)
   })
 
@@ -134,7 +139,9 @@ describe('app passwords', () => {
       status: 403,
       error: 'InsufficientScope',
     })
-    await expect(agent.com.atproto.server.updateEmail({ email: 'attacker@example.com' })).rejects.toMatchObject({ error: 'InsufficientScope' })
+    await expect(agent.com.atproto.server.updateEmail({ email: 'attacker@example.com' })).rejects.toMatchObject({
+      error: 'InsufficientScope',
+    })
     const before = sink.received.length
     await xrpc(pds.url, 'com.atproto.server.requestPasswordReset', { body: { email: 'attacker@example.com' } })
     await new Promise((r) => setTimeout(r, 100))

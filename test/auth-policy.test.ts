@@ -58,7 +58,11 @@ async function dpopCall(s: OAuthSession, nsid: string, opts: { method?: 'POST'; 
   const proof = await s.key.proof(method, `${srv.publicUrl}/xrpc/${nsid}`, { ath: ath(s.access) })
   const headers: Record<string, string> = { authorization: `DPoP ${s.access}`, dpop: proof }
   if (opts.body !== undefined) headers['content-type'] = 'application/json'
-  const res = await fetch(`${pds.url}/xrpc/${nsid}${qs}`, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) })
+  const res = await fetch(`${pds.url}/xrpc/${nsid}${qs}`, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  })
   const text = await res.text()
   return { status: res.status, body: text ? JSON.parse(text) : undefined }
 }
@@ -89,7 +93,11 @@ describe('auth policy per credential', () => {
       const s = await oauthSignIn(acct.handle, 'atproto transition:generic')
       // the token works where its scope reaches
       const write = await dpopCall(s, 'com.atproto.repo.createRecord', {
-        body: { repo: acct.did, collection: 'app.bsky.feed.post', record: { $type: 'app.bsky.feed.post', text: 'hi', createdAt: new Date().toISOString() } },
+        body: {
+          repo: acct.did,
+          collection: 'app.bsky.feed.post',
+          record: { $type: 'app.bsky.feed.post', text: 'hi', createdAt: new Date().toISOString() },
+        },
       })
       expect(write.status, JSON.stringify(write.body)).toBe(200)
       const attempts: [string, { method?: 'POST'; params?: Record<string, string>; body?: unknown }][] = [
@@ -150,7 +158,10 @@ describe('auth policy per credential', () => {
       const before = sink.received.length
       await new AtpAgent({ service: pds.url }).com.atproto.server.requestPasswordReset({ email: acct.email })
       await sink.waitFor(before + 1)
-      await new AtpAgent({ service: pds.url }).com.atproto.server.resetPassword({ token: sink.tokenFor(acct.email), password: 'a brand new password' })
+      await new AtpAgent({ service: pds.url }).com.atproto.server.resetPassword({
+        token: sink.tokenFor(acct.email),
+        password: 'a brand new password',
+      })
 
       for (const token of [old.access, apwOld.access]) {
         const res = await call(token, 'com.atproto.server.getSession')
@@ -176,11 +187,17 @@ describe('auth policy per credential', () => {
       const acct = await newAccount()
       const s = await oauthSignIn(acct.handle, 'atproto transition:generic')
       const access = acct.agent.session!.accessJwt
-      const res = await xrpc(pds.url, 'com.atproto.admin.updateAccountPassword', { headers: basic, body: { did: acct.did, password: 'set by the admin' } })
+      const res = await xrpc(pds.url, 'com.atproto.admin.updateAccountPassword', {
+        headers: basic,
+        body: { did: acct.did, password: 'set by the admin' },
+      })
       expect(res.status, res.text).toBe(200)
       const after = await call(access, 'com.atproto.server.getSession')
       expect([after.status, after.body.error]).toEqual([401, 'ExpiredToken'])
-      const refresh = await xrpc(pds.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(acct.agent.session!.refreshJwt) })
+      const refresh = await xrpc(pds.url, 'com.atproto.server.refreshSession', {
+        method: 'POST',
+        headers: bearer(acct.agent.session!.refreshJwt),
+      })
       expect([refresh.status, refresh.body.error]).toEqual([401, 'ExpiredToken'])
       expect((await dpopCall(s, 'com.atproto.server.getSession')).status).toBe(401)
       expect((await refreshGrant(srv, s.key, s.refresh, { client_id: loopbackClientId(s.scope) })).status).toBe(400)
@@ -237,7 +254,13 @@ describe('auth policy per credential', () => {
       const priv = (await appPassword(acct, 'trusted', true)).session!.accessJwt
       const main = acct.agent.session!.accessJwt
       expect((await serviceAuth(plain, 'app.bsky.feed.getTimeline')).status).toBe(200)
-      for (const lxm of [undefined, 'chat.bsky.convo.getLog', 'CHAT.bsky.convo.getLog', 'com.atproto.server.createAccount', 'com.atproto.server.updateEmail']) {
+      for (const lxm of [
+        undefined,
+        'chat.bsky.convo.getLog',
+        'CHAT.bsky.convo.getLog',
+        'com.atproto.server.createAccount',
+        'com.atproto.server.updateEmail',
+      ]) {
         const res = await serviceAuth(plain, lxm)
         expect([lxm, res.status, res.body.error]).toEqual([lxm, 403, 'InsufficientScope'])
       }

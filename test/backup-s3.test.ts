@@ -23,7 +23,12 @@ beforeAll(async () => {
   const { default: S3rver } = (await import('s3rver')) as { default: new (o: object) => S3rverLike }
   srv = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: tempDir('s3rver-') })
   endpoint = `http://127.0.0.1:${(await srv.run()).port}`
-  client = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } })
+  client = new S3Client({
+    region: 'us-east-1',
+    endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+  })
 })
 afterAll(async () => {
   client?.destroy()
@@ -55,7 +60,10 @@ async function keys(bucketName: string, prefix = '') {
 }
 
 const completeBackups = async (b: string) =>
-  (await keys(b, 'backups/')).filter((k) => k.endsWith('/manifest.json')).map((k) => k.split('/')[1]).sort()
+  (await keys(b, 'backups/'))
+    .filter((k) => k.endsWith('/manifest.json'))
+    .map((k) => k.split('/')[1])
+    .sort()
 
 async function uploadBlob(url: string, jwt: string, bytes: Uint8Array) {
   const res = await fetch(`${url}/xrpc/com.atproto.repo.uploadBlob`, {
@@ -114,7 +122,8 @@ describe('backups to S3', () => {
       expect(readdirSync(join(pds.dataDir, 'backup-tmp')), 'the temporary directories are gone').toEqual([])
       const uploaded = logLines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'backup uploaded')
       expect(uploaded.length).toBeGreaterThanOrEqual(3)
-      for (const l of uploaded) expect(l).toMatchObject({ key: expect.stringMatching(/^backups\/.+\/$/), bytes: expect.any(Number), ms: expect.any(Number) })
+      for (const l of uploaded)
+        expect(l).toMatchObject({ key: expect.stringMatching(/^backups\/.+\/$/), bytes: expect.any(Number), ms: expect.any(Number) })
       expect(logLines.join('')).not.toContain('S3RVER')
 
       const latest = left[1]
@@ -135,7 +144,9 @@ describe('backups to S3', () => {
         const before = written.filter((w) => w.at < Date.parse(manifest.startedAt))
         expect(before.length).toBeGreaterThanOrEqual(2)
         for (const w of before) {
-          const got = await xrpc(restored.url, 'com.atproto.repo.getRecord', { params: { repo: u.did, collection: 'com.example.note', rkey: w.rkey } })
+          const got = await xrpc(restored.url, 'com.atproto.repo.getRecord', {
+            params: { repo: u.did, collection: 'com.example.note', rkey: w.rkey },
+          })
           expect([got.status, got.body.cid], w.rkey).toEqual([200, w.cid])
         }
         const blobRes = await fetch(`${restored.url}/xrpc/com.atproto.sync.getBlob?did=${u.did}&cid=${blob.ref.$link}`)
@@ -168,26 +179,30 @@ describe('backups to S3', () => {
     }
   }, 60_000)
 
-  it.skipIf(dialect !== 'postgres')('on PostgreSQL one process at a time backs up', async () => {
-    const b = await bucket(`lock-${Date.now().toString(36)}`)
-    const pds = await startTestPds(s3Env('BACKUP', b), { backups: { intervalMs: 3_600_000, checkMs: 3_600_000 } })
-    const other = new pg.Client({ connectionString: pds.env.PDS_DB_POSTGRES_URL })
-    await other.connect()
-    try {
-      await other.query(`set search_path to "${pds.env.PDS_DB_POSTGRES_SCHEMA}"`)
-      // another process in the middle of a backup holds the lock
-      await other.query(`select pg_advisory_lock(hashtextextended('pds:backup-s3' || ':' || current_schema(), 0))`)
-      const busy = await runCli(pds.env, 'backup', '--s3')
-      expect([busy.code, busy.err.trim()]).toEqual([1, 'pds: another process is backing up to S3 right now; try again later'])
-      expect(await completeBackups(b)).toEqual([])
-      await other.query(`select pg_advisory_unlock_all()`)
-      expect((await runCli(pds.env, 'backup', '--s3')).code).toBe(0)
-      expect(await completeBackups(b)).toHaveLength(1)
-    } finally {
-      await other.end()
-      await pds.stop()
-    }
-  }, 60_000)
+  it.skipIf(dialect !== 'postgres')(
+    'on PostgreSQL one process at a time backs up',
+    async () => {
+      const b = await bucket(`lock-${Date.now().toString(36)}`)
+      const pds = await startTestPds(s3Env('BACKUP', b), { backups: { intervalMs: 3_600_000, checkMs: 3_600_000 } })
+      const other = new pg.Client({ connectionString: pds.env.PDS_DB_POSTGRES_URL })
+      await other.connect()
+      try {
+        await other.query(`set search_path to "${pds.env.PDS_DB_POSTGRES_SCHEMA}"`)
+        // another process in the middle of a backup holds the lock
+        await other.query(`select pg_advisory_lock(hashtextextended('pds:backup-s3' || ':' || current_schema(), 0))`)
+        const busy = await runCli(pds.env, 'backup', '--s3')
+        expect([busy.code, busy.err.trim()]).toEqual([1, 'pds: another process is backing up to S3 right now; try again later'])
+        expect(await completeBackups(b)).toEqual([])
+        await other.query(`select pg_advisory_unlock_all()`)
+        expect((await runCli(pds.env, 'backup', '--s3')).code).toBe(0)
+        expect(await completeBackups(b)).toHaveLength(1)
+      } finally {
+        await other.end()
+        await pds.stop()
+      }
+    },
+    60_000,
+  )
 
   it('a bad backup setting stops the start with one line naming it', async () => {
     const pds = await startTestPds()

@@ -73,7 +73,9 @@ describe('backup and restore', () => {
       const extra: Record<string, string> = dialect === 'postgres' ? { PDS_DB_POSTGRES_SCHEMA: newSchema } : {}
       if (dialect === 'postgres') {
         const url = pds.env.PDS_DB_POSTGRES_URL
-        const dump = execFileSync('pg_dump', ['--no-owner', '--no-privileges', '-n', pds.env.PDS_DB_POSTGRES_SCHEMA, url], { maxBuffer: 1 << 28 })
+        const dump = execFileSync('pg_dump', ['--no-owner', '--no-privileges', '-n', pds.env.PDS_DB_POSTGRES_SCHEMA, url], {
+          maxBuffer: 1 << 28,
+        })
           .toString()
           .replaceAll(pds.env.PDS_DB_POSTGRES_SCHEMA, newSchema)
         const file = join(tempDir('pds-dump-'), 'dump.sql')
@@ -106,7 +108,9 @@ describe('backup and restore', () => {
       // the firehose: replay from the backup's seq, then a new write numbered above everything
       const fh = await subscribe(url, manifest.seq)
       try {
-        const login = await xrpc(url, 'com.atproto.server.createSession', { body: { identifier: users[1].did, password: 'correct horse battery staple' } })
+        const login = await xrpc(url, 'com.atproto.server.createSession', {
+          body: { identifier: users[1].did, password: 'correct horse battery staple' },
+        })
         const after = await xrpc(url, 'com.atproto.repo.createRecord', {
           headers: bearer(login.body.accessJwt),
           body: { repo: users[1].did, collection: 'com.example.load', rkey: 'after-restore', record: { n: -1 } },

@@ -208,8 +208,7 @@ function sweeperSuite(kind: 'disk' | 's3') {
       mkdirSync(join(pds.services.config.blobDir, 'tmp'), { recursive: true })
       writeFileSync(join(pds.services.config.blobDir, 'tmp', 'left-by-a-crash'), 'partial')
     }
-    const stray = async () =>
-      s3 ? (await s3.keys('tmp/')).length : readdirSync(join(pds.services.config.blobDir, 'tmp')).length
+    const stray = async () => (s3 ? (await s3.keys('tmp/')).length : readdirSync(join(pds.services.config.blobDir, 'tmp')).length)
     expect((await sweep()).staged).toBe(0)
     expect(await stray()).toBe(1)
     expect((await sweep(Date.now() + 25 * 3600_000)).staged).toBe(1)

@@ -112,7 +112,9 @@ async function serveApp(bundle: string, config: (origin: string) => Record<strin
     if (req.url === '/app.js') return res.writeHead(200, { 'content-type': 'text/javascript' }).end(bundle)
     if (req.url === '/favicon.ico') return res.writeHead(404).end()
     res.writeHead(200, { 'content-type': 'text/html' })
-    res.end(`<!doctype html><meta charset="utf-8"><title>app</title><script>window.CONFIG = ${JSON.stringify(config(origin))}</script><script type="module" src="/app.js"></script>`)
+    res.end(
+      `<!doctype html><meta charset="utf-8"><title>app</title><script>window.CONFIG = ${JSON.stringify(config(origin))}</script><script type="module" src="/app.js"></script>`,
+    )
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
@@ -131,7 +133,9 @@ class StandInAppView {
   constructor(private pdsUrl: () => string) {}
 
   async start() {
-    this.server = createServer((req, res) => this.handle(req, res).catch((err) => this.reply(res, 500, { error: 'InternalServerError', message: String(err) })))
+    this.server = createServer((req, res) =>
+      this.handle(req, res).catch((err) => this.reply(res, 500, { error: 'InternalServerError', message: String(err) })),
+    )
     await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r))
     const port = (this.server.address() as AddressInfo).port
     this.did = `did:web:localhost%3A${port}`
@@ -148,7 +152,8 @@ class StandInAppView {
     const url = new URL(req.url!, this.url)
     const lxm = url.pathname.replace('/xrpc/', '')
     const claims = decodeJwt((req.headers.authorization ?? '').replace(/^Bearer /, ''))
-    if (claims.aud !== this.did || claims.lxm !== lxm) return this.reply(res, 401, { error: 'AuthenticationRequired', message: 'bad service token' })
+    if (claims.aud !== this.did || claims.lxm !== lxm)
+      return this.reply(res, 401, { error: 'AuthenticationRequired', message: 'bad service token' })
     this.calls.push({ iss: String(claims.iss), lxm })
     if (lxm !== 'app.bsky.feed.getTimeline') return this.reply(res, 501, { error: 'MethodNotImplemented', message: lxm })
     const did = String(claims.iss)
@@ -165,7 +170,12 @@ class StandInAppView {
           author: { did, handle: repo.handle },
           record: r.value,
           indexedAt: new Date().toISOString(),
-          ...(images && { embed: { $type: 'app.bsky.embed.images#view', images: images.map((i) => ({ thumb: blobUrl(i), fullsize: blobUrl(i), alt: i.alt })) } }),
+          ...(images && {
+            embed: {
+              $type: 'app.bsky.embed.images#view',
+              images: images.map((i) => ({ thumb: blobUrl(i), fullsize: blobUrl(i), alt: i.alt })),
+            },
+          }),
         },
       }
     })
@@ -225,7 +235,16 @@ d('web apps on another origin in headless Chromium', () => {
     browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
       timeout: 20_000,
     })
   }, 60_000)
@@ -251,7 +270,12 @@ d('web apps on another origin in headless Chromium', () => {
       await page.goto(app.origin + '/', { timeout: 10_000 })
       await page.waitForFunction('typeof window.run === "function"', undefined, { timeout: 10_000 })
       const out: any = await Promise.race([
-        page.evaluate((args) => (globalThis as any).run(args), { service: pds.url, handle: 'webapp.test', password: PASSWORD, png: PNG.toString('base64') }),
+        page.evaluate((args) => (globalThis as any).run(args), {
+          service: pds.url,
+          handle: 'webapp.test',
+          password: PASSWORD,
+          png: PNG.toString('base64'),
+        }),
         new Promise((_, reject) => setTimeout(() => reject(new Error('the page did not finish in 30 s')), 30_000)),
       ])
       expect(out.did).toMatch(/^did:plc:/)
@@ -303,7 +327,11 @@ d('web apps on another origin in headless Chromium', () => {
       expect(await waitFor<any>(page, 'window.result', 20_000)).toEqual({ state: 'signed-out' })
       // the app sends the browser to the sign-in page
       await page.evaluate(() => void (globalThis as any).signIn('spa.test'))
-      const where = await waitFor<string>(page, `window.signInError || (location.href.startsWith(${JSON.stringify(pds.env.PDS_PUBLIC_URL + '/oauth/authorize')}) && document.readyState === 'complete' && 'sign-in page')`, 15_000)
+      const where = await waitFor<string>(
+        page,
+        `window.signInError || (location.href.startsWith(${JSON.stringify(pds.env.PDS_PUBLIC_URL + '/oauth/authorize')}) && document.readyState === 'complete' && 'sign-in page')`,
+        15_000,
+      )
       expect(where).toBe('sign-in page')
       expect(await page.inputValue('#handle')).toBe('spa.test')
       await page.fill('#password', PASSWORD)

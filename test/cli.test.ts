@@ -12,7 +12,13 @@ async function json(...args: string[]) {
   expect(r.code, r.err).toBe(0)
   return JSON.parse(r.out)
 }
-const fields = (out: string) => Object.fromEntries(out.trim().split('\n').map((l) => l.split(': ')))
+const fields = (out: string) =>
+  Object.fromEntries(
+    out
+      .trim()
+      .split('\n')
+      .map((l) => l.split(': ')),
+  )
 const login = (identifier: string, password: string) =>
   xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password } })
 
@@ -140,10 +146,23 @@ describe('operator CLI', () => {
 
   it('answers --help for every command and mistakes with one line and exit 1', async () => {
     for (const args of [
-      ['account', 'list'], ['account', 'info'], ['account', 'create'], ['account', 'delete'], ['account', 'takedown'],
-      ['account', 'untakedown'], ['account', 'update-handle'], ['account', 'update-email'], ['account', 'reset-password'],
-      ['invite', 'create'], ['invite', 'list'], ['invite', 'disable'], ['request-crawl'], ['status'], ['backup'],
-      ['restore'], ['doctor'],
+      ['account', 'list'],
+      ['account', 'info'],
+      ['account', 'create'],
+      ['account', 'delete'],
+      ['account', 'takedown'],
+      ['account', 'untakedown'],
+      ['account', 'update-handle'],
+      ['account', 'update-email'],
+      ['account', 'reset-password'],
+      ['invite', 'create'],
+      ['invite', 'list'],
+      ['invite', 'disable'],
+      ['request-crawl'],
+      ['status'],
+      ['backup'],
+      ['restore'],
+      ['doctor'],
     ]) {
       const r = await cli(...args, '--help')
       expect(r.code, args.join(' ')).toBe(0)

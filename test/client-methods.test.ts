@@ -136,7 +136,10 @@ describe("methods today's clients call", () => {
     expect(await errorOf(anon.com.atproto.identity.resolveIdentity({ identifier: 'nobody-here.test' }))).toBe('HandleNotFound')
     expect(await errorOf(anon.com.atproto.identity.resolveIdentity({ identifier: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' }))).toBe('DidNotFound')
     const subject = { $type: 'com.atproto.admin.defs#repoRef', did }
-    const down = await xrpc(pds.url, 'com.atproto.admin.updateSubjectStatus', { body: { subject, takedown: { applied: true } }, headers: basic })
+    const down = await xrpc(pds.url, 'com.atproto.admin.updateSubjectStatus', {
+      body: { subject, takedown: { applied: true } },
+      headers: basic,
+    })
     expect(down.status).toBe(200)
     expect(await errorOf(anon.com.atproto.identity.resolveIdentity({ identifier: did }))).toBe('DidDeactivated')
     expect(await errorOf(anon.com.atproto.identity.resolveIdentity({ identifier: handle }))).toBe('DidDeactivated')
@@ -158,10 +161,12 @@ describe("methods today's clients call", () => {
       expect(refreshed).toEqual({ did: foreign.did, handle: 'handle.invalid', didDoc: foreign.doc })
       expect(await resolve()).toEqual(foreign.doc)
       // the same for this server's own accounts, through the generated client
-      const own = await pds.client().com.atproto.identity.refreshIdentity(
-        { identifier: agent.session!.handle },
-        { headers: { authorization: `Bearer ${agent.session!.accessJwt}` }, encoding: 'application/json' },
-      )
+      const own = await pds
+        .client()
+        .com.atproto.identity.refreshIdentity(
+          { identifier: agent.session!.handle },
+          { headers: { authorization: `Bearer ${agent.session!.accessJwt}` }, encoding: 'application/json' },
+        )
       expect([own.data.did, own.data.handle]).toEqual([agent.session!.did, agent.session!.handle])
       expect(await errorOf(agent.com.atproto.identity.refreshIdentity({ identifier: 'nobody-here.test' }))).toBe('HandleNotFound')
     } finally {
@@ -175,7 +180,11 @@ describe("methods today's clients call", () => {
     const anon = new AtpAgent({ service: pds.url })
     const head = async () => (await anon.com.atproto.sync.getHead({ did })).data.root
     expect(await head()).toBe((await anon.com.atproto.sync.getLatestCommit({ did })).data.cid)
-    const written = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: post('moves the head') })
+    const written = await agent.com.atproto.repo.createRecord({
+      repo: did,
+      collection: 'app.bsky.feed.post',
+      record: post('moves the head'),
+    })
     expect(await head()).toBe(written.data.commit!.cid)
     expect((await pds.client().com.atproto.sync.getHead({ did })).data.root).toBe(written.data.commit!.cid)
     expect(await errorOf(anon.com.atproto.sync.getHead({ did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' }))).toBe('RepoNotFound')
@@ -192,7 +201,9 @@ describe("methods today's clients call", () => {
     const anon = new AtpAgent({ service: pds.url })
     const { data: car, headers } = await anon.com.atproto.sync.getCheckout({ did })
     expect(headers['content-type']).toContain('application/vnd.ipld.car')
-    const doc = (await anon.com.atproto.identity.resolveDid({ did })).data.didDoc as { verificationMethod: { publicKeyMultibase: string }[] }
+    const doc = (await anon.com.atproto.identity.resolveDid({ did })).data.didDoc as {
+      verificationMethod: { publicKeyMultibase: string }[]
+    }
     const verified = await verifyRepoCar(car, did, `did:key:${doc.verificationMethod[0].publicKeyMultibase}`)
     expect(verified.creates.map((c) => `at://${did}/${c.collection}/${c.rkey}`)).toEqual([kept.data.uri])
     expect(verified.commit.rev).toBe((await anon.com.atproto.sync.getLatestCommit({ did })).data.rev)

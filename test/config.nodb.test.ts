@@ -136,16 +136,37 @@ describe('configuration', () => {
       PDS_REDIS_URL: 'redis://127.0.0.1:6379',
     })
     expect(c.dpopReplayStore).toBe('redis')
-    expect(loadConfig({ ...base(), PDS_EMAIL_BACKEND: 'http-json', PDS_EMAIL_HTTP_URL: 'http://127.0.0.1:1', PDS_EMAIL_HTTP_TOKEN: 't', PDS_EMAIL_FROM: 'a@b.c', PDS_EMAIL_HTTP_FLAVOR: 'vendor' }).email).toMatchObject({ flavor: 'postmark' })
+    expect(
+      loadConfig({
+        ...base(),
+        PDS_EMAIL_BACKEND: 'http-json',
+        PDS_EMAIL_HTTP_URL: 'http://127.0.0.1:1',
+        PDS_EMAIL_HTTP_TOKEN: 't',
+        PDS_EMAIL_FROM: 'a@b.c',
+        PDS_EMAIL_HTTP_FLAVOR: 'vendor',
+      }).email,
+    ).toMatchObject({ flavor: 'postmark' })
   })
 
   it('warns in exactly one line that the console email backend prints mail, tokens included', () => {
-    const secrets = { PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64) }
-    const mailWarnings = (env: Record<string, string>) => loadConfig({ ...base(), ...secrets, ...env }).warnings.filter((w) => /email/i.test(w))
+    const secrets = {
+      PDS_JWT_SECRET: 'x'.repeat(32),
+      PDS_OAUTH_SIGNING_KEY: '1'.repeat(64),
+      PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64),
+    }
+    const mailWarnings = (env: Record<string, string>) =>
+      loadConfig({ ...base(), ...secrets, ...env }).warnings.filter((w) => /email/i.test(w))
     const consoleLines = mailWarnings({})
     expect(consoleLines).toHaveLength(1)
     expect(consoleLines[0]).toMatch(/tokens included/)
-    expect(mailWarnings({ PDS_EMAIL_BACKEND: 'http-json', PDS_EMAIL_HTTP_URL: 'http://127.0.0.1:1', PDS_EMAIL_HTTP_TOKEN: 't', PDS_EMAIL_FROM: 'a@b.c' })).toEqual([])
+    expect(
+      mailWarnings({
+        PDS_EMAIL_BACKEND: 'http-json',
+        PDS_EMAIL_HTTP_URL: 'http://127.0.0.1:1',
+        PDS_EMAIL_HTTP_TOKEN: 't',
+        PDS_EMAIL_FROM: 'a@b.c',
+      }),
+    ).toEqual([])
   })
 
   it('refuses the redis replay store without PDS_REDIS_URL', () => {
@@ -174,8 +195,6 @@ describe('configuration', () => {
   it('prefers a secret from the environment over the file', () => {
     const env = base()
     loadConfig(env)
-    expect(loadConfig({ ...env, PDS_JWT_SECRET: 'from-the-environment-123' }).secrets.jwtSecret).toBe(
-      'from-the-environment-123',
-    )
+    expect(loadConfig({ ...env, PDS_JWT_SECRET: 'from-the-environment-123' }).secrets.jwtSecret).toBe('from-the-environment-123')
   })
 })

@@ -19,7 +19,11 @@ const EXPOSED = [
   'atproto-content-labelers',
 ]
 
-const list = (v: string | null) => (v ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)
+const list = (v: string | null) =>
+  (v ?? '')
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean)
 
 /** what a browser needs to hand a cross-origin answer to the page */
 function expectReadable(headers: Headers, what: string) {
@@ -162,7 +166,11 @@ describe('CORS', () => {
     const key = await dpopKey()
     const redirect = 'http://127.0.0.1:1/callback'
     const clientId = loopbackClientId(undefined, redirect)
-    const pushed = await par({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL }, key, { client_id: clientId, redirect_uri: redirect, state: 's' })
+    const pushed = await par({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL }, key, {
+      client_id: clientId,
+      redirect_uri: redirect,
+      state: 's',
+    })
     expect(pushed.status, pushed.text).toBe(201)
     const pages = [
       `/oauth/authorize?${new URLSearchParams({ client_id: clientId, request_uri: pushed.json.request_uri })}`,

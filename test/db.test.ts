@@ -19,24 +19,54 @@ describe('store migrations', () => {
     // trips over other test files dropping theirs
     const names =
       db.dialect === 'postgres'
-        ? (await sql<{ name: string }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)).rows.map((r) => r.name)
+        ? (
+            await sql<{
+              name: string
+            }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)
+          ).rows.map((r) => r.name)
         : (await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)).rows.map((r) => r.name)
     const columns =
       db.dialect === 'postgres'
-        ? (await sql<{ name: string }>`select column_name as name from information_schema.columns where table_schema = current_schema() and table_name = 'account'`.execute(db)).rows.map((r) => r.name)
+        ? (
+            await sql<{
+              name: string
+            }>`select column_name as name from information_schema.columns where table_schema = current_schema() and table_name = 'account'`.execute(
+              db,
+            )
+          ).rows.map((r) => r.name)
         : (await sql<{ name: string }>`select name from pragma_table_info('account')`.execute(db)).rows.map((r) => r.name)
     for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
     for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
     for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
     expect(columns).toEqual(
-      expect.arrayContaining(['did', 'handle', 'email', 'email_confirmed_at', 'password_hash', 'status', 'migration_state', 'credential_gen', 'revoked_app_passwords']),
+      expect.arrayContaining([
+        'did',
+        'handle',
+        'email',
+        'email_confirmed_at',
+        'password_hash',
+        'status',
+        'migration_state',
+        'credential_gen',
+        'revoked_app_passwords',
+      ]),
     )
     await db.destroy()
 
     const again = await openDb(cfg)
     const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(again)
     // each applied once, in order
-    expect(applied.rows.map((r) => r.name)).toEqual(['001-init', '002-accounts', '003-repos', '004-oauth', '005-preferences', '006-migration', '007-credential-generation', '008-handle-reuse', '009-moderation'])
+    expect(applied.rows.map((r) => r.name)).toEqual([
+      '001-init',
+      '002-accounts',
+      '003-repos',
+      '004-oauth',
+      '005-preferences',
+      '006-migration',
+      '007-credential-generation',
+      '008-handle-reuse',
+      '009-moderation',
+    ])
     await again.destroy()
   })
 

@@ -20,7 +20,13 @@ describe('deploy/ files', () => {
 
   it('hardens the unit: own user, read-only system, state in one directory', () => {
     const unit = readFileSync('deploy/pds.service', 'utf8')
-    for (const line of ['DynamicUser=yes', 'ProtectSystem=strict', 'StateDirectory=pds', 'NoNewPrivileges=yes', 'Environment=PDS_DATA_DIRECTORY=/var/lib/pds']) {
+    for (const line of [
+      'DynamicUser=yes',
+      'ProtectSystem=strict',
+      'StateDirectory=pds',
+      'NoNewPrivileges=yes',
+      'Environment=PDS_DATA_DIRECTORY=/var/lib/pds',
+    ]) {
       expect(unit).toContain(line)
     }
     expect(unit).toMatch(/^ExecStart=\/opt\/pds\/\.tools\/node-[\d.]+\/bin\/node \/opt\/pds\/dist\/bin\.js$/m)
@@ -32,7 +38,10 @@ describe('deploy/ files', () => {
   it.skipIf(!has('caddy'))('has a Caddy example that caddy validates', () => {
     const file = join(dir, 'Caddyfile')
     copyFileSync('deploy/Caddyfile', file)
-    const out = execFileSync('caddy', ['validate', '--config', file, '--adapter', 'caddyfile'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+    const out = execFileSync('caddy', ['validate', '--config', file, '--adapter', 'caddyfile'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     expect(out).toContain('Valid configuration')
   })
 })

@@ -36,9 +36,7 @@ describe('discovery endpoints', () => {
     const doc: any = await (await fetch(`${pds.url}/.well-known/did.json`)).json()
     expect(doc.id).toBe('did:web:localhost')
     expect(doc['@context']).toContain('https://www.w3.org/ns/did/v1')
-    expect(doc.service).toEqual([
-      { id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: pds.env.PDS_PUBLIC_URL },
-    ])
+    expect(doc.service).toEqual([{ id: '#atproto_pds', type: 'AtprotoPersonalDataServer', serviceEndpoint: pds.env.PDS_PUBLIC_URL }])
   })
 
   it('answers atproto-did for a hosted handle on its own host name', async () => {

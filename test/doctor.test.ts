@@ -87,7 +87,12 @@ describe('pds doctor', () => {
       expect(lineOf(r.out, 'clock')).toMatch(/^fail .*\b(599|600|601) s behind/)
       expect(lineOf(r.out, 'plc-directory')).toMatch(/^ok /)
       // one line per check
-      expect(r.out.trim().split('\n').every((l) => /^(ok|warn|fail) /.test(l))).toBe(true)
+      expect(
+        r.out
+          .trim()
+          .split('\n')
+          .every((l) => /^(ok|warn|fail) /.test(l)),
+      ).toBe(true)
     } finally {
       plc.skewMs = 0
     }

@@ -38,7 +38,9 @@ describe('ES256 DPoP proofs', () => {
     const k = es256Key()
     const other = es256Key()
     const [h, , s] = k.proof().split('.')
-    await expect(check(`${h}.${b64u({ jti: 'x', htm: 'GET', htu: URL, iat: Math.floor(Date.now() / 1000) })}.${s}`)).rejects.toThrow(/signature/)
+    await expect(check(`${h}.${b64u({ jti: 'x', htm: 'GET', htu: URL, iat: Math.floor(Date.now() / 1000) })}.${s}`)).rejects.toThrow(
+      /signature/,
+    )
     const [, p2, s2] = other.proof().split('.')
     await expect(check(`${h}.${p2}.${s2}`)).rejects.toThrow(/signature/)
     await expect(check(`${h}.${p2}.${s2.slice(0, -2)}`)).rejects.toThrow(/signature/)

@@ -66,8 +66,10 @@ sqliteOnly('group commit', () => {
   const readable = async (did: string, rkey: string) =>
     (await xrpc(pds.url, 'com.atproto.repo.getRecord', { params: { repo: did, collection: COLLECTION, rkey } })).status === 200
   const listed = async (did: string) =>
-    (await xrpc(pds.url, 'com.atproto.repo.listRecords', { params: { repo: did, collection: COLLECTION, limit: '100' } })).body
-      .records as { uri: string; cid: string }[]
+    (await xrpc(pds.url, 'com.atproto.repo.listRecords', { params: { repo: did, collection: COLLECTION, limit: '100' } })).body.records as {
+      uri: string
+      cid: string
+    }[]
 
   it('acknowledges a write only after an fsync that started after its commit; writes landing meanwhile share the next', async () => {
     const agent = await newAgent(pds.url, 'durable')

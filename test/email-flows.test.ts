@@ -105,7 +105,11 @@ describe('email-token flows through the http-json backend', () => {
       await call('requestEmailConfirmation', acct.accessJwt)
       const wrong = await call('confirmEmail', acct.accessJwt, { email: acct.email, token: 'A'.repeat(32) })
       expect([wrong.status, wrong.body.error]).toEqual([401, 'InvalidToken'])
-      await pds.services.db.updateTable('email_token').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('did', '=', acct.did).execute()
+      await pds.services.db
+        .updateTable('email_token')
+        .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('did', '=', acct.did)
+        .execute()
       const expired = await call('confirmEmail', acct.accessJwt, { email: acct.email, token: sink.tokenFor(acct.email) })
       expect([expired.status, expired.body.error]).toEqual([401, 'InvalidToken'])
     })
@@ -163,7 +167,12 @@ describe('email-token flows through the http-json backend', () => {
       const token = sink.tokenFor(other.email)
       const res = await call('updateEmail', acct.accessJwt, { email: other.email, token })
       expect([res.status, res.body.error]).toEqual([400, 'EmailNotAvailable'])
-      const kept = await pds.services.db.selectFrom('email_token').select('token').where('did', '=', acct.did).where('purpose', '=', 'update-email').executeTakeFirst()
+      const kept = await pds.services.db
+        .selectFrom('email_token')
+        .select('token')
+        .where('did', '=', acct.did)
+        .where('purpose', '=', 'update-email')
+        .executeTakeFirst()
       expect(kept?.token).toBe(token)
     })
 
@@ -181,7 +190,9 @@ describe('email-token flows through the http-json backend', () => {
       await agent.com.atproto.server.confirmEmail({ email: current, token: sink.tokenFor(current) })
       const second = await agent.com.atproto.server.requestEmailUpdate()
       expect(second.data.tokenRequired).toBe(true)
-      await expect(agent.com.atproto.server.updateEmail({ email: `later${n}@example.com` })).rejects.toMatchObject({ error: 'TokenRequired' })
+      await expect(agent.com.atproto.server.updateEmail({ email: `later${n}@example.com` })).rejects.toMatchObject({
+        error: 'TokenRequired',
+      })
       await agent.com.atproto.server.updateEmail({ email: `later${n}@example.com`, token: sink.tokenFor(current) })
       const s = await agent.com.atproto.server.getSession()
       expect(s.data).toMatchObject({ email: `later${n}@example.com`, emailConfirmed: false })
@@ -198,7 +209,9 @@ describe('email-token flows through the http-json backend', () => {
       const token = sink.tokenFor(acct.email)
       const reset = await xrpc(pds.url, 'com.atproto.server.resetPassword', { body: { token, password: 'a brand new password' } })
       expect(reset.status).toBe(200)
-      const login = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: 'a brand new password' } })
+      const login = await xrpc(pds.url, 'com.atproto.server.createSession', {
+        body: { identifier: acct.handle, password: 'a brand new password' },
+      })
       expect(login.status).toBe(200)
       const oldLogin = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: PASSWORD } })
       expect(oldLogin.status).toBe(401)

@@ -41,7 +41,7 @@ describe('firehose frame bodies', () => {
     ]
     for (const body of bodies) {
       for (const seq of [0, 23, 24, 255, 256, 65_536, 2 ** 32 + 5]) {
-        const expected = dagCbor.encode({ ...(dagCbor.decode<Record<string, unknown>>(body)), seq, time: TIME })
+        const expected = dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time: TIME })
         expect(Buffer.from(withSeqAndTime(body, seq, TIME)).equals(Buffer.from(expected))).toBe(true)
         // and without decoding
         expect(spliceSeqAndTime(body, seq, TIME)).toBeDefined()

@@ -143,7 +143,10 @@ describe('firehose slow consumers', () => {
       // the server let go while the consumer still was not reading; once it reads, the last
       // thing it finds is why
       ;(slow.ws as any)._socket.resume()
-      const closed = await Promise.race([slow.closed, new Promise<never>((_, j) => setTimeout(() => j(new Error('slow consumer not closed')), 20_000))])
+      const closed = await Promise.race([
+        slow.closed,
+        new Promise<never>((_, j) => setTimeout(() => j(new Error('slow consumer not closed')), 20_000)),
+      ])
       expect(slow.frames.at(-1)).toMatchObject({ op: -1, body: { error: 'ConsumerTooSlow' } })
       expect(closed.code).toBe(1008)
       expect(seqs(slow.frames).length).toBeLessThan(total)

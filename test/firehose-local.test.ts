@@ -4,7 +4,7 @@ import { seqs, subscribe, type Consumer } from './firehose-client.js'
 
 // The log is read on a timer only once in ten minutes here: whatever reaches the consumers within
 // the test's bounds was handed over by the writing process itself when its transaction committed.
-describe('the firehose hands this process\'s commits to its consumers at once', () => {
+describe("the firehose hands this process's commits to its consumers at once", () => {
   let pds: TestPds
   beforeAll(async () => {
     pds = await startTestPds({}, { firehose: { pollMs: 600_000 } })

@@ -123,7 +123,12 @@ describe('firehose retention', () => {
       for (let i = 0; i < 5; i++) {
         await db
           .insertInto('event')
-          .values({ type: 'identity', did: `did:plc:old${i}`, payload: new Uint8Array([0xa1, 0x63, 0x64, 0x69, 0x64, 0x60]), sequenced_at: old })
+          .values({
+            type: 'identity',
+            did: `did:plc:old${i}`,
+            payload: new Uint8Array([0xa1, 0x63, 0x64, 0x69, 0x64, 0x60]),
+            sequenced_at: old,
+          })
           .execute()
       }
       const acct = await createAccount(pds)

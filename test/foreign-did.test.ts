@@ -89,7 +89,15 @@ describe('hosting a DID that moves in', () => {
     const head = await plcGet(`${victim.did}/log/last`)
     const forged = { ...(await moveOp(head, head, data.signingKey)), sig: Buffer.alloc(64, 7).toString('base64url') }
     const claim = (plcOp: Record<string, unknown>) =>
-      outcome(attacker.com.atproto.server.createAccount({ did: victim.did, handle: victim.handle, email: 'thief@example.com', password: PASSWORD, plcOp }))
+      outcome(
+        attacker.com.atproto.server.createAccount({
+          did: victim.did,
+          handle: victim.handle,
+          email: 'thief@example.com',
+          password: PASSWORD,
+          plcOp,
+        }),
+      )
     expect(await claim(forged)).toEqual(refused(400, 'InvalidRequest', /prove|control/i))
     // signed, but by a key that is not one of the DID's rotation keys
     const own = await Secp256k1Keypair.create()
@@ -107,7 +115,10 @@ describe('hosting a DID that moves in', () => {
     const agent = new AtpAgent({ service: dest.url })
     const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey
     // over a head that is no longer the head: refused
-    const moved = await signOp({ ...me.genesis, alsoKnownAs: ['at://rotator.test', 'https://x.example'], prev: await opCid(me.head) }, me.rotation)
+    const moved = await signOp(
+      { ...me.genesis, alsoKnownAs: ['at://rotator.test', 'https://x.example'], prev: await opCid(me.head) },
+      me.rotation,
+    )
     expect((await plcPost(me.did, moved)).status).toBe(200)
     const stale = await signOp(await moveOp(me.genesis, me.head, key), me.rotation)
     const create = (plcOp: Record<string, unknown>) =>
@@ -138,7 +149,8 @@ describe('hosting a DID that moves in', () => {
     const before = sink.received.length
     await user.agent.com.atproto.identity.requestPlcOperationSignature()
     await sink.waitFor(before + 1)
-    const { operation } = (await user.agent.com.atproto.identity.signPlcOperation({ token: sink.tokenFor(user.email), ...(creds as any) })).data
+    const { operation } = (await user.agent.com.atproto.identity.signPlcOperation({ token: sink.tokenFor(user.email), ...(creds as any) }))
+      .data
     await agent.com.atproto.identity.submitPlcOperation({ operation })
     expect(await outcome(agent.com.atproto.server.activateAccount())).toBe('ok')
 
@@ -150,11 +162,17 @@ describe('hosting a DID that moves in', () => {
     expect((await plcPost(me.did, here)).status).toBe(200)
     await drifter.createAccount({ did: me.did, handle: 'drifter.test', email: 'drifter@example.com', password: PASSWORD, plcOp: here })
     const { sig: _s, ...hereUnsigned } = here
-    const otherKey = await signOp({ ...hereUnsigned, verificationMethods: { atproto: (await Secp256k1Keypair.create()).did() }, prev: await opCid(here) }, me.rotation)
+    const otherKey = await signOp(
+      { ...hereUnsigned, verificationMethods: { atproto: (await Secp256k1Keypair.create()).did() }, prev: await opCid(here) },
+      me.rotation,
+    )
     expect((await plcPost(me.did, otherKey)).status).toBe(200)
     expect(await outcome(drifter.com.atproto.server.activateAccount())).toEqual(refused(400, 'InvalidRequest', /signing key/))
     const { sig: _o, ...otherUnsigned } = otherKey
-    const back = await signOp({ ...otherUnsigned, verificationMethods: { atproto: `did:key:${key}` }, prev: await opCid(otherKey) }, me.rotation)
+    const back = await signOp(
+      { ...otherUnsigned, verificationMethods: { atproto: `did:key:${key}` }, prev: await opCid(otherKey) },
+      me.rotation,
+    )
     expect((await plcPost(me.did, back)).status).toBe(200)
     expect(await outcome(drifter.com.atproto.server.activateAccount())).toBe('ok')
   })
@@ -166,10 +184,15 @@ describe('hosting a DID that moves in', () => {
       const agent = new AtpAgent({ service: alone.url })
       const key = (await agent.com.atproto.server.reserveSigningKey({ did: me.did })).data.signingKey
       const op = await signOp(
-        { ...(await moveOp(me.genesis, me.head, key)), services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: alone.env.PDS_PUBLIC_URL } } },
+        {
+          ...(await moveOp(me.genesis, me.head, key)),
+          services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: alone.env.PDS_PUBLIC_URL } },
+        },
         me.rotation,
       )
-      const res = await outcome(agent.createAccount({ did: me.did, handle: 'lonely.test', email: 'lonely@example.com', password: PASSWORD, plcOp: op }))
+      const res = await outcome(
+        agent.createAccount({ did: me.did, handle: 'lonely.test', email: 'lonely@example.com', password: PASSWORD, plcOp: op }),
+      )
       expect(res).toEqual(refused(400, 'InvalidRequest', /no PLC directory/))
       expect(await alone.services.db.selectFrom('account').select('did').execute()).toEqual([])
     } finally {
@@ -177,14 +200,17 @@ describe('hosting a DID that moves in', () => {
     }
   })
 
-  it("refuses a service-auth token issued for another DID with InvalidRequest", async () => {
+  it('refuses a service-auth token issued for another DID with InvalidRequest', async () => {
     const user = await originUser('issuer')
     const other = await originUser('target')
     const destDid = (await new AtpAgent({ service: dest.url }).com.atproto.server.describeServer()).data.did
     const { token } = (await user.agent.com.atproto.server.getServiceAuth({ aud: destDid, lxm: 'com.atproto.server.createAccount' })).data
     const agent = new AtpAgent({ service: dest.url })
     const res = await outcome(
-      agent.createAccount({ did: other.did, handle: other.handle, email: other.email, password: PASSWORD }, { headers: { authorization: `Bearer ${token}` } }),
+      agent.createAccount(
+        { did: other.did, handle: other.handle, email: other.email, password: PASSWORD },
+        { headers: { authorization: `Bearer ${token}` } },
+      ),
     )
     expect(res).toEqual(refused(400, 'InvalidRequest'))
   })

@@ -63,7 +63,7 @@ function blocksOf(bytes: Buffer): { header: Buffer; blocks: [Uint8Array, Uint8Ar
 
 function mutations(real: Buffer): fc.Arbitrary<{ name: string; bytes: Buffer }> {
   const { blocks } = blocksOf(real)
-  const root = (dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header)).roots[0]
+  const root = dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header).roots[0]
   const nonRoot = blocks.filter(([c]) => !CID.decode(c).equals(root))
   return fc.oneof(
     fc.nat({ max: real.length - 1 }).map((n) => ({ name: `truncated at ${n}`, bytes: real.subarray(0, n) })),
@@ -139,7 +139,8 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
     if (res.status >= 500) throw new Error(`answered ${res.status}: ${text.slice(0, 300)}`)
     if (res.status >= 400) {
       const body = JSON.parse(text)
-      if (typeof body.error !== 'string' || typeof body.message !== 'string') throw new Error(`answered ${res.status} without {error, message}: ${text}`)
+      if (typeof body.error !== 'string' || typeof body.message !== 'string')
+        throw new Error(`answered ${res.status} without {error, message}: ${text}`)
     }
     return res.status
   }
@@ -147,7 +148,9 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
   const latest = async (did: string) => (await xrpc(pds.url, 'com.atproto.sync.getLatestCommit', { params: { did } })).body
 
   async function emptyRepo(acct: { did: string; accessJwt: string }) {
-    const list = await xrpc(pds.url, 'com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: '100' } })
+    const list = await xrpc(pds.url, 'com.atproto.repo.listRecords', {
+      params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: '100' },
+    })
     for (const r of list.body.records as { uri: string }[]) {
       await xrpc(pds.url, 'com.atproto.repo.deleteRecord', {
         headers: bearer(acct.accessJwt),
@@ -162,7 +165,11 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
     for (let i = 0; i < 3; i++) {
       await xrpc(pds.url, 'com.atproto.repo.createRecord', {
         headers: bearer(acct.accessJwt),
-        body: { repo: acct.did, collection: 'app.bsky.feed.post', record: { $type: 'app.bsky.feed.post', text: `post ${i}`, createdAt: new Date().toISOString() } },
+        body: {
+          repo: acct.did,
+          collection: 'app.bsky.feed.post',
+          record: { $type: 'app.bsky.feed.post', text: `post ${i}`, createdAt: new Date().toISOString() },
+        },
       })
     }
     const exported = await fetch(`${pds.url}/xrpc/com.atproto.sync.getRepo?did=${acct.did}`)
@@ -175,26 +182,32 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
     const { acct, real } = await accountWithExport()
     let before = await latest(acct.did)
     await fc.assert(
-      fc.asyncProperty(mutations(real), fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }), async (m, gzip) => {
-        let bytes = m.bytes
-        if ('data' in m) {
-          const data = (m as unknown as { data: Uint8Array }).data
-          const cid = await cborCid(data)
-          const { blocks } = blocksOf(real)
-          const root = (m as unknown as { asRoot: boolean }).asRoot ? cid : (dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header)).roots[0]
-          bytes = car({ version: 1, roots: [root] }, [...blocks, [cid.bytes, data]])
-        }
-        const status = await post('com.atproto.repo.importRepo', acct.accessJwt, bytes, gzip ? { 'content-encoding': 'gzip' } : {})
-        const after = await latest(acct.did)
-        if (status !== 200) {
-          expect(after, m.name).toEqual(before)
-          return
-        }
-        // accepted (a mutation that left the repository intact): empty it again for the next case
-        if (process.env.PDS_FUZZ_STATS) console.log('accepted:', m.name)
-        await emptyRepo(acct)
-        before = await latest(acct.did)
-      }),
+      fc.asyncProperty(
+        mutations(real),
+        fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+        async (m, gzip) => {
+          let bytes = m.bytes
+          if ('data' in m) {
+            const data = (m as unknown as { data: Uint8Array }).data
+            const cid = await cborCid(data)
+            const { blocks } = blocksOf(real)
+            const root = (m as unknown as { asRoot: boolean }).asRoot
+              ? cid
+              : dagCbor.decode<{ roots: CID[] }>(blocksOf(real).header).roots[0]
+            bytes = car({ version: 1, roots: [root] }, [...blocks, [cid.bytes, data]])
+          }
+          const status = await post('com.atproto.repo.importRepo', acct.accessJwt, bytes, gzip ? { 'content-encoding': 'gzip' } : {})
+          const after = await latest(acct.did)
+          if (status !== 200) {
+            expect(after, m.name).toEqual(before)
+            return
+          }
+          // accepted (a mutation that left the repository intact): empty it again for the next case
+          if (process.env.PDS_FUZZ_STATS) console.log('accepted:', m.name)
+          await emptyRepo(acct)
+          before = await latest(acct.did)
+        },
+      ),
       { seed: SEED, numRuns: RUNS * 4, endOnFailure: true },
     )
     // the unmutated export still imports: the mutations above were refused for what they broke
@@ -203,7 +216,15 @@ describe('malformed CARs and CBOR for importRepo and uploadBlob', () => {
 
   it('uploadBlob takes CAR, CBOR and random bodies under any content type without a 5xx', { timeout: 60_000 }, async () => {
     const { acct, real } = await accountWithExport()
-    const types = fc.constantFrom('application/vnd.ipld.car', 'application/cbor', 'application/octet-stream', 'image/png', '*/*', 'x/y; charset=utf-16', '')
+    const types = fc.constantFrom(
+      'application/vnd.ipld.car',
+      'application/cbor',
+      'application/octet-stream',
+      'image/png',
+      '*/*',
+      'x/y; charset=utf-16',
+      '',
+    )
     const encodings = fc.constantFrom(undefined, 'gzip', 'deflate', 'br', 'identity', 'gzip, br', 'bogus')
     await fc.assert(
       fc.asyncProperty(mutations(real), types, encodings, async (m, type, encoding) => {

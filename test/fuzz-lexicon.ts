@@ -69,7 +69,9 @@ function nested(depth: number, kind: 'array' | 'object'): unknown {
 /** JSON text nested far deeper than a value the test could build and serialize itself */
 export const deepJson = fc
   .tuple(fc.integer({ min: 1_000, max: 200_000 }), fc.constantFrom('[', '{"a":'), fc.constantFrom('record', 'preferences', 'writes', 'a'))
-  .map(([n, open, key]) => `{"repo":"x","collection":"app.bsky.feed.post","${key}":${open.repeat(n)}1${(open === '[' ? ']' : '}').repeat(n)}}`)
+  .map(
+    ([n, open, key]) => `{"repo":"x","collection":"app.bsky.feed.post","${key}":${open.repeat(n)}1${(open === '[' ? ']' : '}').repeat(n)}}`,
+  )
 
 /** values of the wrong shape for anything */
 export const junk: fc.Arbitrary<unknown> = fc.oneof(
@@ -87,7 +89,9 @@ export const junk: fc.Arbitrary<unknown> = fc.oneof(
 const uriFor = (pool: Pool) =>
   fc.oneof(
     fc.constantFrom(...pool.uris),
-    fc.tuple(fc.constantFrom(...pool.dids), fc.constantFrom('app.bsky.feed.post', 'app.bsky.actor.profile', 'x.y.z'), tid).map(([d, c, r]) => `at://${d}/${c}/${r}`),
+    fc
+      .tuple(fc.constantFrom(...pool.dids), fc.constantFrom('app.bsky.feed.post', 'app.bsky.actor.profile', 'x.y.z'), tid)
+      .map(([d, c, r]) => `at://${d}/${c}/${r}`),
   )
 
 function stringFor(s: Schema, pool: Pool): fc.Arbitrary<string> {
@@ -97,7 +101,11 @@ function stringFor(s: Schema, pool: Pool): fc.Arbitrary<string> {
     b32(24).map((x) => `did:plc:${x}`),
     label.map((l) => `did:web:${l}.invalid`),
   )
-  const handle = fc.oneof(fc.constantFrom(...pool.handles), label.map((l) => `${l}.test`), label.map((l) => `${l}.invalid`))
+  const handle = fc.oneof(
+    fc.constantFrom(...pool.handles),
+    label.map((l) => `${l}.test`),
+    label.map((l) => `${l}.invalid`),
+  )
   switch (s.format) {
     case 'did':
       return did
@@ -108,7 +116,13 @@ function stringFor(s: Schema, pool: Pool): fc.Arbitrary<string> {
     case 'at-uri':
       return uriFor(pool)
     case 'nsid':
-      return fc.constantFrom('app.bsky.feed.post', 'app.bsky.actor.profile', 'com.atproto.server.createAccount', 'com.example.fuzz', 'a.b.c')
+      return fc.constantFrom(
+        'app.bsky.feed.post',
+        'app.bsky.actor.profile',
+        'com.atproto.server.createAccount',
+        'com.example.fuzz',
+        'a.b.c',
+      )
     case 'cid':
       return fc.oneof(fc.constantFrom(...pool.cids), fakeCid)
     case 'datetime':
@@ -136,12 +150,22 @@ const recordFor = (pool: Pool): fc.Arbitrary<unknown> =>
   fc.oneof(
     fc.record(
       {
-        $type: fc.constantFrom('app.bsky.feed.post', 'app.bsky.feed.like', 'app.bsky.actor.profile', 'com.example.fuzz', 'app.bsky.actor.defs#adultContentPref', ''),
+        $type: fc.constantFrom(
+          'app.bsky.feed.post',
+          'app.bsky.feed.like',
+          'app.bsky.actor.profile',
+          'com.example.fuzz',
+          'app.bsky.actor.defs#adultContentPref',
+          '',
+        ),
         text: fc.oneof(fc.string({ unit: 'grapheme', maxLength: 400 }), junk),
         createdAt: fc.oneof(stringFor({ type: 'string', format: 'datetime' }, pool), junk),
         subject: fc.oneof(fc.record({ uri: uriFor(pool), cid: stringFor({ type: 'string', format: 'cid' }, pool) }), junk),
         embed: fc.oneof(
-          fc.record({ $type: fc.constant('app.bsky.embed.images'), images: fc.array(fc.record({ alt: fc.string(), image: blobFor(pool) }), { maxLength: 5 }) }),
+          fc.record({
+            $type: fc.constant('app.bsky.embed.images'),
+            images: fc.array(fc.record({ alt: fc.string(), image: blobFor(pool) }), { maxLength: 5 }),
+          }),
           junk,
         ),
         enabled: fc.oneof(fc.boolean(), junk),
@@ -154,7 +178,12 @@ const recordFor = (pool: Pool): fc.Arbitrary<unknown> =>
 
 const blobFor = (pool: Pool) =>
   fc.oneof(
-    fc.record({ $type: fc.constant('blob'), ref: fc.record({ $link: stringFor({ type: 'string', format: 'cid' }, pool) }), mimeType: fc.constantFrom('image/png', 'text/plain', '', '*/*'), size: fc.oneof(fc.nat(), junk) }),
+    fc.record({
+      $type: fc.constant('blob'),
+      ref: fc.record({ $link: stringFor({ type: 'string', format: 'cid' }, pool) }),
+      mimeType: fc.constantFrom('image/png', 'text/plain', '', '*/*'),
+      size: fc.oneof(fc.nat(), junk),
+    }),
     junk,
   )
 
@@ -211,7 +240,9 @@ export class LexArbitraries {
         const options = (s.refs as string[]).map((ref) => {
           const target = this.resolve(ref, from)
           const $type = `${target.$nsid}#${target.$name}`.replace(/#main$/, '')
-          return this.shaped(target, target.$nsid, depth + 1).map((v) => (v && typeof v === 'object' && !Array.isArray(v) ? { $type, ...v } : v))
+          return this.shaped(target, target.$nsid, depth + 1).map((v) =>
+            v && typeof v === 'object' && !Array.isArray(v) ? { $type, ...v } : v,
+          )
         })
         return options.length ? fc.oneof(...options) : junk
       }
@@ -231,13 +262,11 @@ export class LexArbitraries {
     const record = fc.record(props, { requiredKeys: required })
     if (this.clean) return record
     const sometimes = <T>(a: fc.Arbitrary<T>) => fc.oneof({ weight: 6, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: a })
-    return fc
-      .tuple(record, sometimes(fc.nat()), sometimes(fc.tuple(fc.string({ maxLength: 12 }), junk)))
-      .map(([r, drop, extra]) => {
-        const out: Record<string, unknown> = { ...r }
-        if (drop !== null && required.length) delete out[required[drop % required.length]]
-        if (extra) out[extra[0]] = extra[1]
-        return out
-      })
+    return fc.tuple(record, sometimes(fc.nat()), sometimes(fc.tuple(fc.string({ maxLength: 12 }), junk))).map(([r, drop, extra]) => {
+      const out: Record<string, unknown> = { ...r }
+      if (drop !== null && required.length) delete out[required[drop % required.length]]
+      if (extra) out[extra[0]] = extra[1]
+      return out
+    })
   }
 }

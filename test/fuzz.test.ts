@@ -113,7 +113,15 @@ const fakeJwt = fc
   .tuple(
     fc.constantFrom('HS256', 'ES256K', 'none', 'RS256', ''),
     fc.constantFrom('at+jwt', 'refresh+jwt', 'com.atproto.access', 'dpop+jwt', 'JWT'),
-    fc.record({ sub: fc.oneof(fc.constant('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'), ascii), scope: fc.constantFrom('com.atproto.access', 'com.atproto.refresh', 'atproto', 'com.atproto.appPassPrivileged'), exp: fc.integer(), aud: ascii }, { requiredKeys: [] }),
+    fc.record(
+      {
+        sub: fc.oneof(fc.constant('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'), ascii),
+        scope: fc.constantFrom('com.atproto.access', 'com.atproto.refresh', 'atproto', 'com.atproto.appPassPrivileged'),
+        exp: fc.integer(),
+        aud: ascii,
+      },
+      { requiredKeys: [] },
+    ),
     ascii,
   )
   .map(([alg, typ, payload, sig]) => `${b64url(JSON.stringify({ alg, typ }))}.${b64url(JSON.stringify(payload))}.${b64url(sig)}`)
@@ -128,16 +136,36 @@ function authFor(nsid: string, acct: Account): fc.Arbitrary<Record<string, strin
     fc.tuple(fakeJwt, ascii).map(([j, p]) => `DPoP ${j}|${p}`),
     ascii.map((s) => `Basic ${Buffer.from(s, 'ascii').toString('base64')}`),
     ascii.map((s) => `Basic ${s}`),
-    fc.constantFrom('Bearer', 'Bearer ', 'Basic', 'DPoP', '', 'bearer x', `Basic ${Buffer.from('admin:').toString('base64')}`, `Basic ${Buffer.from(':' + ADMIN_PASSWORD).toString('base64')}`),
+    fc.constantFrom(
+      'Bearer',
+      'Bearer ',
+      'Basic',
+      'DPoP',
+      '',
+      'bearer x',
+      `Basic ${Buffer.from('admin:').toString('base64')}`,
+      `Basic ${Buffer.from(':' + ADMIN_PASSWORD).toString('base64')}`,
+    ),
     fc.constant(`Bearer ${acct.refreshJwt}`),
     fc.constant(`DPoP ${acct.accessJwt}`),
     fc.constant(`${adminBasic}x`),
   )
   const headers = fc.record(
     {
-      authorization: fc.oneof({ weight: 6, arbitrary: fc.constant(real) }, { weight: 1, arbitrary: fc.constant(check === 'admin' ? `Bearer ${acct.accessJwt}` : adminBasic) }, { weight: 4, arbitrary: junkAuth }),
+      authorization: fc.oneof(
+        { weight: 6, arbitrary: fc.constant(real) },
+        { weight: 1, arbitrary: fc.constant(check === 'admin' ? `Bearer ${acct.accessJwt}` : adminBasic) },
+        { weight: 4, arbitrary: junkAuth },
+      ),
       dpop: fc.oneof(fakeJwt, ascii),
-      'atproto-proxy': fc.constantFrom('did:web:invalid.invalid#x', 'did:web:invalid.invalid#atproto_labeler', 'junk', '#', 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa#atproto_pds', 'did:web:a.test#bsky_appview'),
+      'atproto-proxy': fc.constantFrom(
+        'did:web:invalid.invalid#x',
+        'did:web:invalid.invalid#atproto_labeler',
+        'junk',
+        '#',
+        'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa#atproto_pds',
+        'did:web:a.test#bsky_appview',
+      ),
       'atproto-accept-labelers': ascii,
       'accept-encoding': fc.constantFrom('gzip', 'br', 'identity;q=0', '*'),
     },
@@ -152,7 +180,7 @@ function queryString(params: unknown): string {
   const enc = (s: string) => encodeURIComponent(s.toWellFormed())
   if (!params || typeof params !== 'object' || Array.isArray(params)) return `?p=${enc(String(params).slice(0, 2000))}`
   const add = (k: string, v: unknown) => {
-    const s = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v)
+    const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v))
     parts.push(`${enc(k.slice(0, 100))}=${enc(s.slice(0, 2000))}`)
   }
   for (const [k, v] of Object.entries(params)) {
@@ -161,7 +189,15 @@ function queryString(params: unknown): string {
   }
   return parts.length ? '?' + parts.join('&') : ''
 }
-const rawQuery = fc.constantFrom('?%ZZ=%C0%80', '?did=%ED%A0%80', '?&&&=&', '?limit=1&limit=2&limit=x', '?cursor[]=1&cursor[a]=2', '?' + 'a=1&'.repeat(500), '?%00=%00')
+const rawQuery = fc.constantFrom(
+  '?%ZZ=%C0%80',
+  '?did=%ED%A0%80',
+  '?&&&=&',
+  '?limit=1&limit=2&limit=x',
+  '?cursor[]=1&cursor[a]=2',
+  '?' + 'a=1&'.repeat(500),
+  '?%00=%00',
+)
 
 const contentTypes = fc.constantFrom(
   'application/json',
@@ -184,7 +220,8 @@ const rawBodies = fc.oneof(
   deepJson,
 )
 
-const sometimes = <T>(a: fc.Arbitrary<T>, oneIn = 8) => fc.oneof({ weight: oneIn - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: a })
+const sometimes = <T>(a: fc.Arbitrary<T>, oneIn = 8) =>
+  fc.oneof({ weight: oneIn - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: a })
 
 /** well-formed calls with the caller's real credentials (so the handler sees them), or junk anywhere */
 function callFor(nsid: string, acct: Account, pool: Pool): fc.Arbitrary<Call> {
@@ -225,7 +262,13 @@ function fuzzedCall(nsid: string, acct: Account, lex: LexArbitraries): fc.Arbitr
   const schema = def.input?.schema
   const jsonBody = schema ? lex.value(schema, nsid) : junk
   const body = fc.oneof(
-    { weight: 6, arbitrary: jsonBody.map((v) => ({ text: JSON.stringify(v) ?? 'null', type: def.input?.encoding === 'application/json' ? 'application/json' : undefined as string | undefined })) },
+    {
+      weight: 6,
+      arbitrary: jsonBody.map((v) => ({
+        text: JSON.stringify(v) ?? 'null',
+        type: def.input?.encoding === 'application/json' ? 'application/json' : (undefined as string | undefined),
+      })),
+    },
     { weight: 2, arbitrary: fc.tuple(jsonBody, contentTypes).map(([v, type]) => ({ text: JSON.stringify(v) ?? '', type })) },
     { weight: 2, arbitrary: fc.tuple(rawBodies, sometimes(contentTypes, 2)).map(([b, type]) => ({ text: b, type })) },
   )
@@ -276,7 +319,11 @@ describe('fuzzing every served method from its lexicon', () => {
     reader = await newAccount(pds.url, 'fzr')
     const created = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
       headers: bearer(reader.accessJwt),
-      body: { repo: reader.did, collection: 'app.bsky.feed.post', record: { $type: 'app.bsky.feed.post', text: 'hello', createdAt: new Date().toISOString() } },
+      body: {
+        repo: reader.did,
+        collection: 'app.bsky.feed.post',
+        record: { $type: 'app.bsky.feed.post', text: 'hello', createdAt: new Date().toISOString() },
+      },
     })
     readerUri = created.body.uri
     readerCid = created.body.cid
@@ -322,7 +369,11 @@ describe('fuzzing every served method from its lexicon', () => {
     expect(session.status).toBe(200)
     const created = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
       headers: bearer(session.body.accessJwt),
-      body: { repo: acct.did, collection: 'app.bsky.feed.post', record: { $type: 'app.bsky.feed.post', text: 'still here', createdAt: new Date().toISOString() } },
+      body: {
+        repo: acct.did,
+        collection: 'app.bsky.feed.post',
+        record: { $type: 'app.bsky.feed.post', text: 'still here', createdAt: new Date().toISOString() },
+      },
     })
     expect(created.status).toBe(200)
     expect(refused).toEqual([])

@@ -73,11 +73,29 @@ const docHandle = async (did: string) => (((await (await fetch(`${plcUrl}/${did}
 describe('handles', () => {
   beforeAll(async () => {
     const dir = tempDir('pds-tls-')
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', `/CN=${DOMAIN}`, '-addext', `subjectAltName=DNS:*.${DOMAIN}`,
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-    ], { stdio: 'ignore' })
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        `/CN=${DOMAIN}`,
+        '-addext',
+        `subjectAltName=DNS:*.${DOMAIN}`,
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    )
     const cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
     tls.setDefaultCACertificates([...defaultCAs, cert])
     https = createServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (req, res) => {
@@ -157,7 +175,8 @@ describe('handles', () => {
       if (method === 'dns') txt[`_atproto.${handle}`] = [`did=${mover.did}`]
       if (method === 'https') wellKnown[handle] = mover.did
       if (method === 'wrong') txt[`_atproto.${handle}`] = [`did=${(await user(origin, 'bystander')).did}`]
-      const { token } = (await mover.agent.com.atproto.server.getServiceAuth({ aud: destDid, lxm: 'com.atproto.server.createAccount' })).data
+      const { token } = (await mover.agent.com.atproto.server.getServiceAuth({ aud: destDid, lxm: 'com.atproto.server.createAccount' }))
+        .data
       const created = new AtpAgent({ service: dest.url }).createAccount(
         { did: mover.did, handle, email: mover.email, password: PASSWORD },
         { headers: { authorization: `Bearer ${token}` } },
@@ -224,7 +243,7 @@ describe('handles', () => {
     expect(await resolved(origin, freed)).toBe(created.data.did)
   })
 
-  it('keeps reserved names, built in and the operator\'s own, off the service domain', async () => {
+  it("keeps reserved names, built in and the operator's own, off the service domain", async () => {
     const agent = new AtpAgent({ service: origin.url })
     for (const label of ['admin', 'Support', 'security', 'ops', 'BILLING']) {
       const res = await outcome(agent.createAccount({ handle: `${label}.test`, email: `${label}-r@example.com`, password: PASSWORD }))

@@ -73,10 +73,7 @@ export async function testEnv(port: number, dataDir: string, extra: Record<strin
 /** for a server outside development mode: no public PLC directory, no relay */
 export const OFF_NETWORK = { PDS_DID_PLC_URL: 'local', PDS_CRAWLERS: '' }
 
-export async function startTestPds(
-  extra: Record<string, string> = {},
-  opts: StartOptions & { dataDir?: string } = {},
-): Promise<TestPds> {
+export async function startTestPds(extra: Record<string, string> = {}, opts: StartOptions & { dataDir?: string } = {}): Promise<TestPds> {
   const dataDir = opts.dataDir ?? tempDir()
   const env = await testEnv(await freePort(), dataDir, extra)
   return launch(env, dataDir, opts)

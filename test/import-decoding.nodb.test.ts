@@ -27,8 +27,17 @@ async function repoOf(n: number) {
   const writes = []
   for (let i = 0; i < n; i++) {
     const record: Record<string, any> = { $type: 'app.bsky.feed.post', text: `post ${i}`, createdAt: new Date().toISOString() }
-    if (i % 3 === 0) record.embed = { $type: 'app.bsky.embed.images', images: [{ alt: '', image: { $type: 'blob', ref: await blobCid(`b${i % 5}`), mimeType: 'image/png', size: 10 } }] }
-    writes.push({ action: WriteOpAction.Create as const, collection: i % 2 ? ('app.bsky.feed.post' as const) : ('app.bsky.feed.like' as const), rkey: TID.nextStr(), record })
+    if (i % 3 === 0)
+      record.embed = {
+        $type: 'app.bsky.embed.images',
+        images: [{ alt: '', image: { $type: 'blob', ref: await blobCid(`b${i % 5}`), mimeType: 'image/png', size: 10 } }],
+      }
+    writes.push({
+      action: WriteOpAction.Create as const,
+      collection: i % 2 ? ('app.bsky.feed.post' as const) : ('app.bsky.feed.like' as const),
+      rkey: TID.nextStr(),
+      record,
+    })
   }
   const repo = await Repo.create(storage, 'did:example:alice', keypair, writes)
   return { repo, storage, car: Buffer.from(await blocksToCarFile(repo.cid, storage.blocks)) }
@@ -66,10 +75,12 @@ describe('CAR block reader', () => {
   })
   it('refuses a CAR denser than any repository before reading it all', async () => {
     const { repo } = await repoOf(1)
-    const tiny = await Promise.all(Array.from({ length: 5000 }, async (_, i) => {
-      const bytes = new Uint8Array([i & 0xff, i >> 8])
-      return [CID.createV1(0x55, await sha256.digest(bytes)), bytes] as const
-    }))
+    const tiny = await Promise.all(
+      Array.from({ length: 5000 }, async (_, i) => {
+        const bytes = new Uint8Array([i & 0xff, i >> 8])
+        return [CID.createV1(0x55, await sha256.digest(bytes)), bytes] as const
+      }),
+    )
     const blocks = new BlockMap()
     for (const [cid, bytes] of tiny) blocks.set(cid, bytes)
     await expect(parseCar(await carOf(repo.cid as never, blocks))).rejects.toThrow(/Too many blocks/)
@@ -119,7 +130,9 @@ describe('MST walker', () => {
     const root = cidKey(repo.data.pointer.bytes)
     const stored = (key: string) => storage.blocks.get(CID.decode(Buffer.from(key, 'latin1'))) ?? undefined
     const child = walkMst(root, stored).nodes[1]
-    expect(() => walkMst(root, (key) => (key === child ? undefined : stored(key)))).toThrow(new MstError(`missing block ${keyToCidString(child)}`))
+    expect(() => walkMst(root, (key) => (key === child ? undefined : stored(key)))).toThrow(
+      new MstError(`missing block ${keyToCidString(child)}`),
+    )
   })
 
   const single = async (node: unknown) => {
@@ -160,7 +173,27 @@ describe('MST walker', () => {
 
   it('reads a node in another valid layout through the generic decoder', async () => {
     // {l: null, e: [{k, p, t, v}]} with `l` first and `v` before `k`: valid DAG-CBOR keys, another order
-    const entry = [0xa4, 0x61, 0x76, 0xd8, 0x2a, 0x58, 0x25, 0x00, ...leaf.bytes, 0x61, 0x6b, 0x43, ...k('a/b'), 0x61, 0x70, 0x00, 0x61, 0x74, 0xf6]
+    const entry = [
+      0xa4,
+      0x61,
+      0x76,
+      0xd8,
+      0x2a,
+      0x58,
+      0x25,
+      0x00,
+      ...leaf.bytes,
+      0x61,
+      0x6b,
+      0x43,
+      ...k('a/b'),
+      0x61,
+      0x70,
+      0x00,
+      0x61,
+      0x74,
+      0xf6,
+    ]
     const bytes = new Uint8Array([0xa2, 0x61, 0x6c, 0xf6, 0x61, 0x65, 0x81, ...entry])
     const cid = cidKey((await cidOf(bytes)).bytes)
     expect(walkMst(cid, () => bytes).leaves).toEqual([{ key: 'a/b', cid: cidKey(leaf.bytes) }])
@@ -190,7 +223,15 @@ describe('record scan', () => {
     const b = await blobCid('b')
     expect(same({ text: 'no blobs', n: 3, neg: -70000, ok: true, nothing: null, list: [1, 'x', new Uint8Array(3)] })).toEqual([])
     expect(same({ image: { $type: 'blob', ref: a, mimeType: 'image/png', size: 3 } })).toEqual([a.toString()])
-    expect(same({ images: [{ image: { $type: 'blob', ref: a, mimeType: 'x', size: 1 } }, { image: { $type: 'blob', ref: b, mimeType: 'x', size: 1 } }, { $type: 'blob', ref: a }] }).sort()).toEqual([a.toString(), b.toString()].sort())
+    expect(
+      same({
+        images: [
+          { image: { $type: 'blob', ref: a, mimeType: 'x', size: 1 } },
+          { image: { $type: 'blob', ref: b, mimeType: 'x', size: 1 } },
+          { $type: 'blob', ref: a },
+        ],
+      }).sort(),
+    ).toEqual([a.toString(), b.toString()].sort())
     // the legacy form: exactly {cid, mimeType}
     expect(same({ avatar: { cid: a.toString(), mimeType: 'image/jpeg' } })).toEqual([a.toString()])
     expect(same({ avatar: { cid: a.toString(), mimeType: 'image/jpeg', extra: 1 } })).toEqual([])

@@ -58,7 +58,14 @@ const sha256 = (b: Uint8Array) => hash('sha256', b, 'buffer')
 /** a CAR of `count` distinct raw blocks of `dataLen` bytes (repeated `times`), then a commit for `did` with an all-zero signature */
 function hostileCar(did: string, count: number, dataLen: number, times = 1): Buffer {
   const commit = Buffer.from(
-    dagCbor.encode({ did, version: 3, data: CID.parse('bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm'), rev: '3l2y7mvkcps2a', prev: null, sig: new Uint8Array(64) }),
+    dagCbor.encode({
+      did,
+      version: 3,
+      data: CID.parse('bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm'),
+      rev: '3l2y7mvkcps2a',
+      prev: null,
+      sig: new Uint8Array(64),
+    }),
   )
   const commitCid = Buffer.concat([Buffer.from([0x01, 0x71, 0x12, 0x20]), sha256(commit)])
   const header = Buffer.from(dagCbor.encode({ version: 1, roots: [CID.decode(commitCid)] }))
@@ -83,7 +90,8 @@ const cidOf = (codec: number, bytes: Uint8Array) => CID.decode(Buffer.concat([Bu
 /** a CAR of a repository of `n` small records (a two-level tree), signed by `key` */
 async function genuineCar(did: string, key: Secp256k1Keypair, n: number): Promise<Buffer> {
   const parts: Buffer[] = []
-  const put = (cid: CID, bytes: Uint8Array) => parts.push(varint(cid.bytes.length + bytes.length), Buffer.from(cid.bytes), Buffer.from(bytes))
+  const put = (cid: CID, bytes: Uint8Array) =>
+    parts.push(varint(cid.bytes.length + bytes.length), Buffer.from(cid.bytes), Buffer.from(bytes))
   const FAN = 64
   const keyOf = (i: number) => Buffer.from(`com.example.thing/k${String(i).padStart(8, '0')}`)
   const record = (i: number) => {

@@ -13,13 +13,7 @@ import SqliteDatabase from 'better-sqlite3'
 import { Kysely, SqliteDialect, sql, type Dialect, type Driver } from 'kysely'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterEach, expect, it } from 'vitest'
-import {
-  capStreamFrames,
-  exactXrpcRoutes,
-  onMethodAdded,
-  skipAuthResultParsing,
-  streamServers,
-} from '../src/patches/xrpc-server.js'
+import { capStreamFrames, exactXrpcRoutes, onMethodAdded, skipAuthResultParsing, streamServers } from '../src/patches/xrpc-server.js'
 import { blockEntries, cidStrings, installRepoPatches, libraryMatches } from '../src/patches/repo.js'
 import { afterCommit, retryTransactions } from '../src/patches/kysely.js'
 import { assertValidJsonText, jsonText } from '../src/api/json-text.js'
@@ -292,7 +286,10 @@ describe('Kysely patch', () => {
     state.failCommit = true
     runs = 0
     const insert = db.transaction().execute(async (trx) => {
-      await trx.insertInto('t').values({ n: 10 + ++runs }).execute()
+      await trx
+        .insertInto('t')
+        .values({ n: 10 + ++runs })
+        .execute()
     })
     await expect(insert).rejects.toThrow(/Connection terminated/)
     expect(runs).toBe(1)

@@ -17,7 +17,7 @@ const get = (nsid: string, token: string) => xrpc(pds.url, `com.atproto.server.$
 async function eventsOf(did: string) {
   const rows = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).orderBy('seq').execute()
   // creation wrote #identity, #account, the empty repository's #commit and its #sync
-  return rows.map((r) => ({ type: r.type, ...(dagCbor.decode<object>(r.payload)) })).slice(4)
+  return rows.map((r) => ({ type: r.type, ...dagCbor.decode<object>(r.payload) })).slice(4)
 }
 
 describe('account lifecycle', () => {

@@ -27,8 +27,15 @@ const MAIL = { to: 'alice@example.com', subject: 'Reset your password', text: 'Y
 
 async function sendWith(env: Record<string, string>) {
   seen = []
-  const config = loadConfig({ PDS_DATA_DIRECTORY: tempDir(), PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64),
-    PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64), PDS_EMAIL_BACKEND: 'http-json', PDS_EMAIL_FROM: 'pds@example.com', ...env })
+  const config = loadConfig({
+    PDS_DATA_DIRECTORY: tempDir(),
+    PDS_JWT_SECRET: 'x'.repeat(32),
+    PDS_OAUTH_SIGNING_KEY: '1'.repeat(64),
+    PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64),
+    PDS_EMAIL_BACKEND: 'http-json',
+    PDS_EMAIL_FROM: 'pds@example.com',
+    ...env,
+  })
   await createMailer(config.email, pino({ level: 'silent' })).send(MAIL)
   expect(seen).toHaveLength(1)
   expect(seen[0].method).toBe('POST')
@@ -47,11 +54,21 @@ describe('email providers', () => {
     expect(r.path).toBe('/emails')
     expect(r.headers.authorization).toBe('Bearer re_key')
     expect(r.headers['content-type']).toBe('application/json')
-    expect(JSON.parse(r.body)).toEqual({ from: 'pds@example.com', to: ['alice@example.com'], subject: MAIL.subject, text: MAIL.text, reply_to: 'pds@example.com' })
+    expect(JSON.parse(r.body)).toEqual({
+      from: 'pds@example.com',
+      to: ['alice@example.com'],
+      subject: MAIL.subject,
+      text: MAIL.text,
+      reply_to: 'pds@example.com',
+    })
   })
 
   it('SendGrid: bearer key, personalizations and a text/plain content part', async () => {
-    const r = await sendWith({ PDS_EMAIL_HTTP_FLAVOR: 'sendgrid', PDS_EMAIL_HTTP_URL: `${base}/v3/mail/send`, PDS_EMAIL_HTTP_TOKEN: 'SG.key' })
+    const r = await sendWith({
+      PDS_EMAIL_HTTP_FLAVOR: 'sendgrid',
+      PDS_EMAIL_HTTP_URL: `${base}/v3/mail/send`,
+      PDS_EMAIL_HTTP_TOKEN: 'SG.key',
+    })
     expect(r.path).toBe('/v3/mail/send')
     expect(r.headers.authorization).toBe('Bearer SG.key')
     expect(JSON.parse(r.body)).toEqual({
@@ -64,12 +81,20 @@ describe('email providers', () => {
   })
 
   it('Mailgun: basic auth as api, a form with from, to, subject, text', async () => {
-    const r = await sendWith({ PDS_EMAIL_HTTP_FLAVOR: 'mailgun', PDS_EMAIL_HTTP_URL: `${base}/v3/mg.example.com/messages`, PDS_EMAIL_HTTP_TOKEN: 'key-123' })
+    const r = await sendWith({
+      PDS_EMAIL_HTTP_FLAVOR: 'mailgun',
+      PDS_EMAIL_HTTP_URL: `${base}/v3/mg.example.com/messages`,
+      PDS_EMAIL_HTTP_TOKEN: 'key-123',
+    })
     expect(r.path).toBe('/v3/mg.example.com/messages')
     expect(r.headers.authorization).toBe(`Basic ${Buffer.from('api:key-123').toString('base64')}`)
     expect(r.headers['content-type']).toBe('application/x-www-form-urlencoded')
     expect(Object.fromEntries(new URLSearchParams(r.body))).toEqual({
-      from: 'pds@example.com', to: 'alice@example.com', subject: MAIL.subject, text: MAIL.text, 'h:Reply-To': 'pds@example.com',
+      from: 'pds@example.com',
+      to: 'alice@example.com',
+      subject: MAIL.subject,
+      text: MAIL.text,
+      'h:Reply-To': 'pds@example.com',
     })
   })
 
@@ -77,12 +102,21 @@ describe('email providers', () => {
     const r = await sendWith({ PDS_EMAIL_HTTP_FLAVOR: 'postmark', PDS_EMAIL_HTTP_URL: `${base}/email`, PDS_EMAIL_HTTP_TOKEN: 'pm-token' })
     expect(r.path).toBe('/email')
     expect(r.headers['x-postmark-server-token']).toBe('pm-token')
-    expect(JSON.parse(r.body)).toEqual({ From: 'pds@example.com', To: 'alice@example.com', Subject: MAIL.subject, TextBody: MAIL.text, ReplyTo: 'pds@example.com' })
+    expect(JSON.parse(r.body)).toEqual({
+      From: 'pds@example.com',
+      To: 'alice@example.com',
+      Subject: MAIL.subject,
+      TextBody: MAIL.text,
+      ReplyTo: 'pds@example.com',
+    })
   })
 
   it('Amazon SES v2: SendEmail body, signed with SigV4 for the ses service and the region', async () => {
     const r = await sendWith({
-      PDS_EMAIL_HTTP_FLAVOR: 'ses', PDS_EMAIL_HTTP_URL: base, PDS_EMAIL_HTTP_TOKEN: 'AKIDTEST:secretKEY/xyz', PDS_EMAIL_SES_REGION: 'eu-west-1',
+      PDS_EMAIL_HTTP_FLAVOR: 'ses',
+      PDS_EMAIL_HTTP_URL: base,
+      PDS_EMAIL_HTTP_TOKEN: 'AKIDTEST:secretKEY/xyz',
+      PDS_EMAIL_SES_REGION: 'eu-west-1',
     })
     expect(r.path).toBe('/v2/email/outbound-emails')
     expect(JSON.parse(r.body)).toEqual({
@@ -96,11 +130,20 @@ describe('email providers', () => {
     expect(r.headers['x-amz-content-sha256']).toBe(createHash('sha256').update(r.body).digest('hex'))
     const auth = String(r.headers.authorization)
     expect(auth).toMatch(
-      new RegExp(`^AWS4-HMAC-SHA256 Credential=AKIDTEST/${amzDate.slice(0, 8)}/eu-west-1/ses/aws4_request, SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$`),
+      new RegExp(
+        `^AWS4-HMAC-SHA256 Credential=AKIDTEST/${amzDate.slice(0, 8)}/eu-west-1/ses/aws4_request, SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$`,
+      ),
     )
     // the signature, recomputed here from what arrived, step by step
     const headers = ['content-type', 'host', 'x-amz-content-sha256', 'x-amz-date'].map((h) => `${h}:${r.headers[h]}\n`).join('')
-    const canonical = ['POST', '/v2/email/outbound-emails', '', headers, 'content-type;host;x-amz-content-sha256;x-amz-date', r.headers['x-amz-content-sha256']].join('\n')
+    const canonical = [
+      'POST',
+      '/v2/email/outbound-emails',
+      '',
+      headers,
+      'content-type;host;x-amz-content-sha256;x-amz-date',
+      r.headers['x-amz-content-sha256'],
+    ].join('\n')
     const scope = `${amzDate.slice(0, 8)}/eu-west-1/ses/aws4_request`
     const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonical).digest('hex')].join('\n')
     const h = (k: string | Buffer, d: string) => createHmac('sha256', k).update(d).digest()
@@ -122,14 +165,21 @@ describe('email providers', () => {
 
   it('a reference-style PDS_EMAIL_SMTP_URL stops the server with one line naming the HTTP providers', () => {
     const r = spawnSync(process.execPath, [new URL('../dist/bin.js', import.meta.url).pathname], {
-      env: { PATH: process.env.PATH ?? '', PDS_DATA_DIRECTORY: tempDir(), PDS_EMAIL_SMTP_URL: 'smtps://user:pass@smtp.example.com:465', PDS_LOG_LEVEL: 'silent' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        PDS_DATA_DIRECTORY: tempDir(),
+        PDS_EMAIL_SMTP_URL: 'smtps://user:pass@smtp.example.com:465',
+        PDS_LOG_LEVEL: 'silent',
+      },
       encoding: 'utf8',
       timeout: 20_000,
     })
     expect(r.status).toBe(1)
     const lines = r.stderr.trim().split('\n')
     expect(lines).toHaveLength(1)
-    expect(lines[0]).toMatch(/^config error: PDS_EMAIL_SMTP_URL: SMTP is not supported; set PDS_EMAIL_BACKEND=http-json with PDS_EMAIL_HTTP_FLAVOR \(.*resend.*ses\)/)
+    expect(lines[0]).toMatch(
+      /^config error: PDS_EMAIL_SMTP_URL: SMTP is not supported; set PDS_EMAIL_BACKEND=http-json with PDS_EMAIL_HTTP_FLAVOR \(.*resend.*ses\)/,
+    )
     expect(r.stderr).not.toContain('pass@')
   })
 })

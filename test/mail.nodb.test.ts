@@ -57,7 +57,10 @@ describe('outgoing email backends', () => {
     )
     await expect(refused.send({ to: 'c@example.com', subject: 'S', text: 'x' })).rejects.toBeInstanceOf(MailDeliveryError)
     sink.mode = 'hang'
-    const slow = createMailer({ backend: 'http-json', from: 'pds@example.com', url: sink.url, token: 't', flavor: 'generic', timeoutMs: 200 }, logger)
+    const slow = createMailer(
+      { backend: 'http-json', from: 'pds@example.com', url: sink.url, token: 't', flavor: 'generic', timeoutMs: 200 },
+      logger,
+    )
     const started = Date.now()
     await expect(slow.send({ to: 'c@example.com', subject: 'S', text: 'x' })).rejects.toThrow(/no answer within 200 ms/)
     expect(Date.now() - started).toBeLessThan(3000)

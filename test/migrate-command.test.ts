@@ -51,7 +51,10 @@ async function seed(handle: string, email: string, records: number, blobs: numbe
     },
   }))
   for (let i = 0; i < writes.length; i += 50) {
-    const res = await xrpc(origin.url, 'com.atproto.repo.applyWrites', { headers: bearer(accessJwt), body: { repo: did, writes: writes.slice(i, i + 50) } })
+    const res = await xrpc(origin.url, 'com.atproto.repo.applyWrites', {
+      headers: bearer(accessJwt),
+      body: { repo: did, writes: writes.slice(i, i + 50) },
+    })
     expect(res.status).toBe(200)
   }
   const prefs = await xrpc(origin.url, 'app.bsky.actor.putPreferences', {
@@ -186,10 +189,16 @@ describe('pds migrate', () => {
     const local = await startTestPds({ PDS_HOSTNAME: 'pds3.localhost', ...sinkEnv(sink) })
     try {
       const mails = sink.received.length
-      for (const [from, to] of [[origin.url, local.url], [local.url, dest.url]]) {
+      for (const [from, to] of [
+        [origin.url, local.url],
+        [local.url, dest.url],
+      ]) {
         const lines: string[] = []
         await expect(
-          runMigration({ from, to, handle: 'lonely.test', password: PASSWORD, plcUrl }, { log: (l) => lines.push(l), askToken: async () => 'never' }),
+          runMigration(
+            { from, to, handle: 'lonely.test', password: PASSWORD, plcUrl },
+            { log: (l) => lines.push(l), askToken: async () => 'never' },
+          ),
         ).rejects.toThrow(`${local.url} keeps DIDs in its own local log`)
         expect(lines).toEqual([])
       }
@@ -245,7 +254,10 @@ describe('pds migrate', () => {
     const base = { type: 'plc_operation', ...creds, prev: 'bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua', sig: 'c2ln' }
     const wrongKey = await submit({ ...base, verificationMethods: { atproto: stranger } })
     expect(wrongKey.body.message).toMatch(/signing key/)
-    const wrongPds = await submit({ ...base, services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.test' } } })
+    const wrongPds = await submit({
+      ...base,
+      services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.test' } },
+    })
     expect(wrongPds.body.message).toMatch(/atproto_pds/)
     const noRotation = await submit({ ...base, rotationKeys: [stranger] })
     expect(noRotation.body.message).toMatch(/rotation key/)

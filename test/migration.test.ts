@@ -71,7 +71,11 @@ async function plcIdentity(handle: string) {
     rotation,
   )
   const did = didForGenesis(genesis)
-  const res = await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(genesis) })
+  const res = await fetch(`${plcUrl}/${did}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(genesis),
+  })
   expect(res.status).toBe(200)
   return { did, rotation, head: genesis }
 }
@@ -169,7 +173,9 @@ describe('account migration', () => {
     }
 
     // 1. log in on the origin
-    const login = await call(origin, 'com.atproto.server.createSession', undefined, { body: { identifier: 'mover.test', password: PASSWORD } })
+    const login = await call(origin, 'com.atproto.server.createSession', undefined, {
+      body: { identifier: 'mover.test', password: PASSWORD },
+    })
     expect(login.status).toBe(200)
     const originJwt: string = login.body.accessJwt
 
@@ -377,7 +383,10 @@ describe('account migration', () => {
       [{ prev: null }, 'IncompatibleDidDoc'],
       [{ rotationKeys: [] }, 'IncompatibleDidDoc'],
       [{ verificationMethods: { atproto: 'did:key:zQ3shunrelated' } }, 'MismatchedSigningKey'],
-      [{ services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.example' } } }, 'MismatchedServiceEndpoint'],
+      [
+        { services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://elsewhere.example' } } },
+        'MismatchedServiceEndpoint',
+      ],
       [{ services: {} }, 'IncompatibleDidDoc'],
       [{ alsoKnownAs: ['at://someone-else.test'] }, 'IncompatibleDidDoc'],
     ]
@@ -455,7 +464,7 @@ describe('account migration', () => {
     const { did, jwt } = await joinMigrating('zerosig')
     const storage = new MemoryBlockstore()
     const repo = await Repo.create(storage, did, await Secp256k1Keypair.create(), [])
-    const commit = { ...(dagCbor.decode<Record<string, unknown>>(storage.blocks.get(repo.cid)!)), sig: new Uint8Array(64) }
+    const commit = { ...dagCbor.decode<Record<string, unknown>>(storage.blocks.get(repo.cid)!), sig: new Uint8Array(64) }
     const bytes = dagCbor.encode(commit)
     const cid = CID.createV1(dagCbor.code, await sha256.digest(bytes))
     const blocks = new BlockMap()
@@ -502,7 +511,8 @@ describe('account migration', () => {
   it('refuses a bad prev and a broken tree, and indexes the blob references of every record form', async () => {
     const { did, jwt, signingKey: reserved } = await joinMigrating('tree')
     const db = dest.services.db
-    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()).private_key_hex
+    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
+      .private_key_hex
     const key = await Secp256k1Keypair.import(hex)
     const cidOf = async (bytes: Uint8Array) => CID.createV1(dagCbor.code, await sha256.digest(bytes))
     const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
@@ -547,7 +557,13 @@ describe('account migration', () => {
     await expectErr(await carWith(await commitOver(data), (m) => m.delete(leaf.value)), 'InvalidCar', /missing block/)
     // a tree whose keys are out of order
     const k = (s: string) => new TextEncoder().encode(s)
-    const node = dagCbor.encode({ l: null, e: [{ p: 0, k: k('com.example.post/b'), v: leaf.value, t: null }, { p: 17, k: k('a'), v: leaf.value, t: null }] })
+    const node = dagCbor.encode({
+      l: null,
+      e: [
+        { p: 0, k: k('com.example.post/b'), v: leaf.value, t: null },
+        { p: 17, k: k('a'), v: leaf.value, t: null },
+      ],
+    })
     const nodeCid = await cidOf(node)
     await expectErr(await carWith(await commitOver(nodeCid), (m) => m.set(nodeCid, node)), 'InvalidCar', /out of order/)
     // a record that is not DAG-CBOR
@@ -571,7 +587,12 @@ describe('account migration', () => {
     const extraCid = await cidOf(extra)
     const res = await importCar(jwt, await carWith(await commitOver(data), (m) => m.set(extraCid, extra)))
     expect(res.status).toBe(200)
-    const refs = await db.selectFrom('record_blob').select(['blob_cid', 'record_uri']).where('did', '=', did).orderBy('record_uri').execute()
+    const refs = await db
+      .selectFrom('record_blob')
+      .select(['blob_cid', 'record_uri'])
+      .where('did', '=', did)
+      .orderBy('record_uri')
+      .execute()
     expect(refs).toEqual([
       { blob_cid: b1.toString(), record_uri: `at://${did}/com.example.post/r1` },
       { blob_cid: b2.toString(), record_uri: `at://${did}/com.example.post/r2` },
@@ -591,7 +612,8 @@ describe('account migration', () => {
   it('pages listMissingBlobs by reference: never more than limit, one CID split across pages', async () => {
     const { did, jwt } = await joinMigrating('pager')
     const db = dest.services.db
-    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()).private_key_hex
+    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
+      .private_key_hex
     const key = await Secp256k1Keypair.import(hex)
     const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
     const [shared, single] = [await blob('shared'), await blob('single')]
@@ -677,7 +699,9 @@ describe('account migration', () => {
         r.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'did:web:nothing.test', service: [] })),
       )
       const noId = await serve((_q, r) =>
-        r.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ service: [{ type: 'AtprotoPersonalDataServer', serviceEndpoint: 'https://x.test' }] })),
+        r
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ service: [{ type: 'AtprotoPersonalDataServer', serviceEndpoint: 'https://x.test' }] })),
       )
       const notFound = await serve((_q, r) => r.writeHead(404).end())
       const hangup = await serve((q) => q.socket.destroy())
@@ -687,7 +711,11 @@ describe('account migration', () => {
         const res = await call(origin, 'com.atproto.server.requestAccountMigrate', jwt, { body: { to } })
         expect([to, res.status, res.body.error]).toEqual([to, 400, 'BadDestination'])
       }
-      const row = await origin.services.db.selectFrom('account').select('migration_state').where('did', '=', acct.body.did).executeTakeFirstOrThrow()
+      const row = await origin.services.db
+        .selectFrom('account')
+        .select('migration_state')
+        .where('did', '=', acct.body.did)
+        .executeTakeFirstOrThrow()
       expect(row.migration_state).toBe('none')
     } finally {
       for (const s of servers) s.close()
@@ -743,7 +771,10 @@ describe('account migration', () => {
     }
     const g = await signOp(genesis, rotation)
     const did = didForGenesis(g)
-    expect((await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(g) })).status).toBe(200)
+    expect(
+      (await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(g) }))
+        .status,
+    ).toBe(200)
     const reservedKey = (await call(dest, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
     const update = await signOp(
       {
@@ -754,7 +785,10 @@ describe('account migration', () => {
       },
       rotation,
     )
-    expect((await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(update) })).status).toBe(200)
+    expect(
+      (await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(update) }))
+        .status,
+    ).toBe(200)
     const joined = await call(dest, 'com.atproto.server.createAccount', undefined, {
       body: { handle: 'big.test', email: 'big@example.com', password: PASSWORD, did, plcOp: update },
     })
@@ -800,7 +834,11 @@ describe('account migration', () => {
     const db = origin.services.db
     const latest = await db.selectFrom('plc_operation').selectAll().where('did', '=', did).orderBy('seq', 'desc').executeTakeFirstOrThrow()
     const res = await call(origin, 'com.atproto.identity.signPlcOperation', jwt, {
-      body: { token: sink.tokenFor('signer@example.com').toLowerCase(), alsoKnownAs: ['at://signed.test'], rotationKeys: [(await Secp256k1Keypair.create()).did()] },
+      body: {
+        token: sink.tokenFor('signer@example.com').toLowerCase(),
+        alsoKnownAs: ['at://signed.test'],
+        rotationKeys: [(await Secp256k1Keypair.create()).did()],
+      },
     })
     expect(res.status).toBe(200)
     expect(res.body.operation.prev).toBe(latest.cid)
@@ -826,9 +864,15 @@ describe('account migration', () => {
     const acct = await call(dest, 'com.atproto.server.createAccount', undefined, {
       body: { handle: 'reserver.test', email: 'reserver@example.com', password: PASSWORD },
     })
-    const res = await call(dest, 'com.atproto.server.reserveSigningKey', acct.body.accessJwt, { body: { did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' } })
+    const res = await call(dest, 'com.atproto.server.reserveSigningKey', acct.body.accessJwt, {
+      body: { did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa' },
+    })
     expect(res.status).toBe(200)
-    const row = await dest.services.db.selectFrom('reserved_signing_key').selectAll().where('public_key_multibase', '=', res.body.signingKey).executeTakeFirstOrThrow()
+    const row = await dest.services.db
+      .selectFrom('reserved_signing_key')
+      .selectAll()
+      .where('public_key_multibase', '=', res.body.signingKey)
+      .executeTakeFirstOrThrow()
     expect(row.did).toBe(acct.body.did)
   })
 })

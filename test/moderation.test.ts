@@ -34,7 +34,12 @@ async function newAgent(prefix = 'mod') {
   n++
   const { data } = await pds.client().com.atproto.server.createInviteCode({ useCount: 1 }, { headers })
   const agent = new AtpAgent({ service: pds.url })
-  await agent.createAccount({ handle: `${prefix}${n}x.test`, email: `${prefix}${n}@example.com`, password: PASSWORD, inviteCode: data.code })
+  await agent.createAccount({
+    handle: `${prefix}${n}x.test`,
+    email: `${prefix}${n}@example.com`,
+    password: PASSWORD,
+    inviteCode: data.code,
+  })
   return agent
 }
 const didOf = (agent: AtpAgent) => agent.session!.did
@@ -71,7 +76,9 @@ describe('moderation of records and blobs', () => {
     }
     expect(await listed()).toEqual([kept.data.uri])
     expect(await errorOf(reader.com.atproto.sync.getRecord({ did, collection: 'app.bsky.feed.post', rkey }))).toBe('RecordNotFound')
-    expect((await reader.com.atproto.sync.getRecord({ did, collection: 'app.bsky.feed.post', rkey: kept.data.uri.split('/').pop()! })).success).toBe(true)
+    expect(
+      (await reader.com.atproto.sync.getRecord({ did, collection: 'app.bsky.feed.post', rkey: kept.data.uri.split('/').pop()! })).success,
+    ).toBe(true)
 
     const up = await admin().updateSubjectStatus({ subject, takedown: { applied: false } }, { headers })
     expect(up.data).toEqual({ subject, takedown: { applied: false } })
@@ -153,10 +160,9 @@ describe('admin account methods', () => {
 
   it('lists invite codes by recency and by usage, and disables codes and accounts’ codes', async () => {
     const owner = await newAgent()
-    const { data: mine } = await pds.client().com.atproto.server.createInviteCodes(
-      { codeCount: 2, useCount: 3, forAccounts: [didOf(owner)] },
-      { headers },
-    )
+    const { data: mine } = await pds
+      .client()
+      .com.atproto.server.createInviteCodes({ codeCount: 2, useCount: 3, forAccounts: [didOf(owner)] }, { headers })
     const [ownerCode, ownerCode2] = mine.codes[0].codes
     const friend = new AtpAgent({ service: pds.url })
     await friend.createAccount({ handle: `friend${++n}x.test`, email: `friend${n}@example.com`, password: PASSWORD, inviteCode: ownerCode })
@@ -204,7 +210,13 @@ describe('admin account methods', () => {
     expect((await agent.com.atproto.identity.resolveHandle({ handle })).data.did).toBe(did)
     const described = await agent.com.atproto.repo.describeRepo({ repo: did })
     expect(described.data).toMatchObject({ handle, handleIsCorrect: true })
-    const events = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).where('type', '=', 'identity').orderBy('seq').execute()
+    const events = await pds.services.db
+      .selectFrom('event')
+      .selectAll()
+      .where('did', '=', did)
+      .where('type', '=', 'identity')
+      .orderBy('seq')
+      .execute()
     expect(dagCbor.decode(events.at(-1)!.payload)).toMatchObject({ did, handle })
 
     expect(await errorOf(admin().updateAccountHandle({ did, handle: other.session!.handle }, { headers }))).toBe('HandleNotAvailable')

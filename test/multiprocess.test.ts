@@ -117,10 +117,12 @@ d('several processes on one PostgreSQL and Redis', () => {
     for (const r of tries.filter((r) => r.status !== 200)) expect([r.status, r.body.error]).toEqual([401, 'ExpiredToken'])
     // the one new pair works at both processes
     expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(ok[0].body.accessJwt) })).status).toBe(200)
-    expect((await xrpc(a.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(ok[0].body.refreshJwt) })).status).toBe(200)
+    expect(
+      (await xrpc(a.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(ok[0].body.refreshJwt) })).status,
+    ).toBe(200)
   })
 
-  it("serves at one process the DID document of a handle update made through the other", async () => {
+  it('serves at one process the DID document of a handle update made through the other', async () => {
     const acct = await account(a)
     const warm = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
     expect(warm.body.didDoc.alsoKnownAs).toEqual([`at://${acct.handle}`])
@@ -139,7 +141,9 @@ d('several processes on one PostgreSQL and Redis', () => {
         body: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached', record: { $type: 'com.example.mp', text } },
       })
     const readAtB = async () => {
-      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached' } })
+      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', {
+        params: { repo: acct.did, collection: 'com.example.mp', rkey: 'cached' },
+      })
       const list = await xrpc(b.url, 'com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'com.example.mp' } })
       return [one.status === 200 ? one.body.value.text : one.body.error, list.body.records.map((r: any) => r.value.text)]
     }
@@ -207,7 +211,7 @@ d('several processes on one PostgreSQL and Redis', () => {
     )
   })
 
-  it("does not build on a tree one process cached once the other has written the repository", async () => {
+  it('does not build on a tree one process cached once the other has written the repository', async () => {
     const acct = await account(a)
     const put = (via: Proc, rkey: string, record: Record<string, unknown>) =>
       xrpc(via.url, 'com.atproto.repo.putRecord', {
@@ -215,7 +219,10 @@ d('several processes on one PostgreSQL and Redis', () => {
         body: { repo: acct.did, collection: 'com.example.mp', rkey, record: { $type: 'com.example.mp', ...record } },
       })
     const del = (via: Proc, rkey: string) =>
-      xrpc(via.url, 'com.atproto.repo.deleteRecord', { headers: bearer(acct.accessJwt), body: { repo: acct.did, collection: 'com.example.mp', rkey } })
+      xrpc(via.url, 'com.atproto.repo.deleteRecord', {
+        headers: bearer(acct.accessJwt),
+        body: { repo: acct.did, collection: 'com.example.mp', rkey },
+      })
     // each step goes through the process that did not write last, whose cached tree is one behind
     const steps = [
       () => create(a, acct, 'x1'),
@@ -245,7 +252,7 @@ d('several processes on one PostgreSQL and Redis', () => {
     }
   })
 
-  it("delivers to a consumer on B what A and B write, promptly, in order and without a gap", async () => {
+  it('delivers to a consumer on B what A and B write, promptly, in order and without a gap', async () => {
     const acct = await account(a)
     const consumer = await subscribe(b.url)
     // sequential writes through A: each one's commit is on B's stream soon after A acknowledged it
@@ -286,7 +293,9 @@ d('several processes on one PostgreSQL and Redis', () => {
     const w = await create(a, acct, 'moderated', { text: 'moderated' })
     expect(w.status).toBe(200)
     const readAtB = async () => {
-      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', { params: { repo: acct.did, collection: 'com.example.mp', rkey: 'moderated' } })
+      const one = await xrpc(b.url, 'com.atproto.repo.getRecord', {
+        params: { repo: acct.did, collection: 'com.example.mp', rkey: 'moderated' },
+      })
       const list = await xrpc(b.url, 'com.atproto.repo.listRecords', { params: { repo: acct.did, collection: 'com.example.mp' } })
       return [one.status === 200 ? one.body.value.text : one.body.error, list.body.records.map((r: any) => r.value.text)]
     }
@@ -304,7 +313,10 @@ d('several processes on one PostgreSQL and Redis', () => {
     const acct = await account(a)
     expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })).status).toBe(200)
     const subject = { $type: 'com.atproto.admin.defs#repoRef', did: acct.did }
-    const down = await xrpc(a.url, 'com.atproto.admin.updateSubjectStatus', { headers: basic, body: { subject, takedown: { applied: true } } })
+    const down = await xrpc(a.url, 'com.atproto.admin.updateSubjectStatus', {
+      headers: basic,
+      body: { subject, takedown: { applied: true } },
+    })
     expect(down.status).toBe(200)
     const s = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
     expect([s.status, s.body.error]).toEqual([403, 'AccountTakedown'])
@@ -321,18 +333,25 @@ d('several processes on one PostgreSQL and Redis', () => {
     const phone = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: apw.body.password } })
     expect(phone.status).toBe(200)
     expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(phone.body.accessJwt) })).status).toBe(200)
-    expect((await xrpc(a.url, 'com.atproto.server.revokeAppPassword', { headers: bearer(acct.accessJwt), body: { name: 'mp-phone' } })).status).toBe(200)
+    expect(
+      (await xrpc(a.url, 'com.atproto.server.revokeAppPassword', { headers: bearer(acct.accessJwt), body: { name: 'mp-phone' } })).status,
+    ).toBe(200)
     const revoked = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(phone.body.accessJwt) })
     expect([revoked.status, revoked.body.error]).toEqual([401, 'ExpiredToken'])
     expect((await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })).status).toBe(200)
 
-    const changed = await xrpc(a.url, 'com.atproto.admin.updateAccountPassword', { headers: basic, body: { did: acct.did, password: 'changed through A' } })
+    const changed = await xrpc(a.url, 'com.atproto.admin.updateAccountPassword', {
+      headers: basic,
+      body: { did: acct.did, password: 'changed through A' },
+    })
     expect(changed.status, changed.text).toBe(200)
     const ended = await xrpc(b.url, 'com.atproto.server.getSession', { headers: bearer(acct.accessJwt) })
     expect([ended.status, ended.body.error]).toEqual([401, 'ExpiredToken'])
     const refresh = await xrpc(b.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: bearer(acct.refreshJwt) })
     expect([refresh.status, refresh.body.error]).toEqual([401, 'ExpiredToken'])
-    const fresh = await xrpc(b.url, 'com.atproto.server.createSession', { body: { identifier: acct.handle, password: 'changed through A' } })
+    const fresh = await xrpc(b.url, 'com.atproto.server.createSession', {
+      body: { identifier: acct.handle, password: 'changed through A' },
+    })
     expect((await xrpc(a.url, 'com.atproto.server.getSession', { headers: bearer(fresh.body.accessJwt) })).status).toBe(200)
   })
 

@@ -22,7 +22,14 @@ const SCOPE = 'atproto transition:generic'
 
 function mapStore<T>() {
   const m = new Map<string, T>()
-  return { m, store: { get: async (k: string) => m.get(k), set: async (k: string, v: T) => void m.set(k, v), del: async (k: string) => void m.delete(k) } }
+  return {
+    m,
+    store: {
+      get: async (k: string) => m.get(k),
+      set: async (k: string, v: T) => void m.set(k, v),
+      del: async (k: string) => void m.delete(k),
+    },
+  }
 }
 
 function newClient(sessions = mapStore<NodeSavedSession>()) {
@@ -120,9 +127,15 @@ describe('official OAuth client end to end', () => {
     expect(read.body.value.text).toBe('hello over OAuth')
 
     // a service token for a feed generator, through the same session, for one method only
-    const sa = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example&lxm=app.bsky.feed.getFeedSkeleton')
+    const sa = await session.fetchHandler(
+      '/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example&lxm=app.bsky.feed.getFeedSkeleton',
+    )
     expect(sa.status).toBe(200)
-    expect(decodeJwt(((await sa.json()) as any).token)).toMatchObject({ iss: did, aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getFeedSkeleton' })
+    expect(decodeJwt(((await sa.json()) as any).token)).toMatchObject({
+      iss: did,
+      aud: 'did:web:feed.example',
+      lxm: 'app.bsky.feed.getFeedSkeleton',
+    })
     const any = await session.fetchHandler('/xrpc/com.atproto.server.getServiceAuth?aud=did:web:feed.example')
     expect(any.status).toBe(403)
     // nor does it reach what would hand the account to someone else
@@ -174,7 +187,11 @@ describe('official OAuth client end to end', () => {
     const authUrl = await client.authorize('denier.test', { scope: SCOPE })
     const requestUri = authUrl.searchParams.get('request_uri')!
     const page = await openPage(pds.url, requestUri)
-    const res = await post(`${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`, { action: 'deny', csrf_token: page.csrf }, { cookie: page.cookie })
+    const res = await post(
+      `${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
+      { action: 'deny', csrf_token: page.csrf },
+      { cookie: page.cookie },
+    )
     const loc = new URL(res.headers.get('location')!)
     await expect(client.callback(loc.searchParams)).rejects.toMatchObject({ params: expect.any(URLSearchParams) })
     expect(loc.searchParams.get('error')).toBe('access_denied')

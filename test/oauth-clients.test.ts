@@ -24,8 +24,16 @@ const docs: Record<string, (base: string) => unknown> = {
     application_type: 'native',
   }),
   '/mismatch.json': (base) => ({ ...(docs['/good.json'](base) as object), client_id: `${base}/other.json` }),
-  '/nodpop.json': (base) => ({ ...(docs['/good.json'](base) as object), client_id: `${base}/nodpop.json`, dpop_bound_access_tokens: false }),
-  '/badredirect.json': (base) => ({ ...(docs['/good.json'](base) as object), client_id: `${base}/badredirect.json`, redirect_uris: ['https://elsewhere.example/cb'] }),
+  '/nodpop.json': (base) => ({
+    ...(docs['/good.json'](base) as object),
+    client_id: `${base}/nodpop.json`,
+    dpop_bound_access_tokens: false,
+  }),
+  '/badredirect.json': (base) => ({
+    ...(docs['/good.json'](base) as object),
+    client_id: `${base}/badredirect.json`,
+    redirect_uris: ['https://elsewhere.example/cb'],
+  }),
   '/huge.json': (base) => ({ ...(docs['/good.json'](base) as object), client_id: `${base}/huge.json`, padding: 'x'.repeat(100_000) }),
 }
 
@@ -110,7 +118,18 @@ describe('discoverable OAuth clients', () => {
   })
 
   it('classifies private, link-local and loopback addresses', () => {
-    for (const a of ['10.1.2.3', '192.168.0.1', '172.16.5.5', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '::']) {
+    for (const a of [
+      '10.1.2.3',
+      '192.168.0.1',
+      '172.16.5.5',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:10.0.0.1',
+      '::',
+    ]) {
       expect(isPublicAddress(a), a).toBe(false)
     }
     expect(isPublicAddress('127.0.0.1')).toBe(false)

@@ -110,7 +110,13 @@ export async function authorize(
   const res = await submitPage(pds.url, requestUri, { ...login, action: 'allow', csrf_token: page.csrf }, page.cookie)
   expect(res.status, res.text).toBe(302)
   const loc = new URL(res.headers.get('location')!)
-  return { code: loc.searchParams.get('code')!, state: loc.searchParams.get('state'), iss: loc.searchParams.get('iss'), location: loc, verifier: p.verifier }
+  return {
+    code: loc.searchParams.get('code')!,
+    state: loc.searchParams.get('state'),
+    iss: loc.searchParams.get('iss'),
+    location: loc,
+    verifier: p.verifier,
+  }
 }
 
 export async function exchange(
@@ -122,12 +128,24 @@ export async function exchange(
 ) {
   return post(
     `${pds.url}/oauth/token`,
-    { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: loopbackClientId(), ...overrides },
+    {
+      grant_type: 'authorization_code',
+      code,
+      code_verifier: verifier,
+      redirect_uri: REDIRECT,
+      client_id: loopbackClientId(),
+      ...overrides,
+    },
     { dpop: await key.proof('POST', `${pds.publicUrl}/oauth/token`) },
   )
 }
 
-export async function refreshGrant(pds: { url: string; publicUrl: string }, key: DpopKey, refreshToken: string, extra: Record<string, string> = {}) {
+export async function refreshGrant(
+  pds: { url: string; publicUrl: string },
+  key: DpopKey,
+  refreshToken: string,
+  extra: Record<string, string> = {},
+) {
   return post(
     `${pds.url}/oauth/token`,
     { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: loopbackClientId(), ...extra },

@@ -101,7 +101,11 @@ describe('OAuth authorization server', () => {
       expect(res.status).toBe(201)
       expect(res.json.request_uri).toMatch(/^urn:ietf:params:oauth:request_uri:/)
       expect(res.json.expires_in).toBe(60)
-      const row = await pds.services.db.selectFrom('oauth_request').selectAll().where('request_uri', '=', res.json.request_uri).executeTakeFirstOrThrow()
+      const row = await pds.services.db
+        .selectFrom('oauth_request')
+        .selectAll()
+        .where('request_uri', '=', res.json.request_uri)
+        .executeTakeFirstOrThrow()
       expect(row.dpop_jkt).toBe(key.jkt)
     })
 
@@ -204,14 +208,29 @@ describe('OAuth authorization server', () => {
       const key = await dpopKey()
       const res = await par(srv, key)
       const page = await openPage(pds.url, res.json.request_uri)
-      const wrong = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: 'nope', action: 'allow', csrf_token: page.csrf }, page.cookie)
-      const unknown = await submitPage(pds.url, res.json.request_uri, { handle: 'nobody.test', password: 'nope', action: 'allow', csrf_token: page.csrf }, page.cookie)
+      const wrong = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: 'nope', action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
+      const unknown = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: 'nobody.test', password: 'nope', action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(wrong.status).toBe(401)
       expect(wrong.text).toContain('Wrong handle or password.')
       expect(unknown.text).toContain('Wrong handle or password.')
       expect(wrong.text).toContain(`value="${acct.handle}"`)
       // the request is still pending: the right password now works
-      const ok = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf }, page.cookie)
+      const ok = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(ok.status).toBe(302)
     })
 
@@ -220,7 +239,12 @@ describe('OAuth authorization server', () => {
       // no app-password method on this branch: the page only ever compares the main password hash
       const res = await par(srv, await dpopKey())
       const page = await openPage(pds.url, res.json.request_uri)
-      const r = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: 'abcd-efgh-ijkl-mnop', action: 'allow', csrf_token: page.csrf }, page.cookie)
+      const r = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: 'abcd-efgh-ijkl-mnop', action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(r.status).toBe(401)
     })
 
@@ -259,7 +283,13 @@ describe('OAuth authorization server', () => {
       const h = decodeProtectedHeader(tokens.access_token)
       expect(h).toMatchObject({ alg: 'ES256K', typ: 'at+jwt', kid: pds.services.oauth.key.kid })
       const c = decodeJwt(tokens.access_token)
-      expect(c).toMatchObject({ iss: srv.publicUrl, aud: 'did:web:localhost', sub: acct.did, scope: 'atproto transition:generic', cnf: { jkt: key.jkt } })
+      expect(c).toMatchObject({
+        iss: srv.publicUrl,
+        aud: 'did:web:localhost',
+        sub: acct.did,
+        scope: 'atproto transition:generic',
+        cnf: { jkt: key.jkt },
+      })
       expect(c.exp! - c.iat!).toBe(1800)
       expect(typeof c.jti).toBe('string')
       expect(c.token_kind).toBeUndefined()
@@ -315,7 +345,13 @@ describe('OAuth authorization server', () => {
     })
 
     it('refuses a token request without a DPoP proof', async () => {
-      const res = await post(`${pds.url}/oauth/token`, { grant_type: 'authorization_code', code: 'x', code_verifier: 'y', redirect_uri: REDIRECT, client_id: loopbackClientId() })
+      const res = await post(`${pds.url}/oauth/token`, {
+        grant_type: 'authorization_code',
+        code: 'x',
+        code_verifier: 'y',
+        redirect_uri: REDIRECT,
+        client_id: loopbackClientId(),
+      })
       expect(res.status).toBe(400)
       expect(res.json.error).toBe('invalid_dpop_proof')
     })
@@ -368,7 +404,12 @@ describe('OAuth authorization server', () => {
       expect(res.status).toBe(200)
       expect(res.text).toBe('')
       expect((await refreshGrant(srv, key, tokens.refresh_token)).json.error).toBe('invalid_grant')
-      for (const body of [{ token: tokens.refresh_token }, { token: 'garbage' }, {}, { token: tokens.access_token, token_type_hint: 'access_token' }]) {
+      for (const body of [
+        { token: tokens.refresh_token },
+        { token: 'garbage' },
+        {},
+        { token: tokens.access_token, token_type_hint: 'access_token' },
+      ]) {
         const r = await post(`${pds.url}/oauth/revoke`, body)
         expect(r.status).toBe(200)
         expect(r.text).toBe('')
@@ -414,8 +455,17 @@ describe('OAuth authorization server', () => {
       const acct = await newAccount()
       const res = await par(srv, await dpopKey())
       const page = await openPage(pds.url, res.json.request_uri)
-      await pds.services.db.updateTable('oauth_request').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('request_uri', '=', res.json.request_uri).execute()
-      const r = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf }, page.cookie)
+      await pds.services.db
+        .updateTable('oauth_request')
+        .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('request_uri', '=', res.json.request_uri)
+        .execute()
+      const r = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(r.status).toBe(400)
       expect(r.text).toContain('expired')
     })
@@ -424,7 +474,11 @@ describe('OAuth authorization server', () => {
       const acct = await newAccount()
       const key = await dpopKey()
       const a = await authorize(srv, key, { handle: acct.handle, password: PASSWORD })
-      await pds.services.db.updateTable('oauth_code').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('code', '=', a.code).execute()
+      await pds.services.db
+        .updateTable('oauth_code')
+        .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('code', '=', a.code)
+        .execute()
       const res = await exchange(srv, key, a.code, a.verifier)
       expect(res.status).toBe(400)
       expect(res.json.error).toBe('invalid_grant')
@@ -436,14 +490,23 @@ describe('OAuth authorization server', () => {
       expect((await refreshGrant(srv, key, tokens.refresh_token)).json.error).toBe('invalid_grant')
       const res = await par(srv, await dpopKey())
       const page = await openPage(pds.url, res.json.request_uri)
-      const r = await submitPage(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf }, page.cookie)
+      const r = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(r.status).toBe(401)
       expect(r.text).toContain('taken down')
     })
 
     it('refuses an unknown grant_type', async () => {
       const key = await dpopKey()
-      const res = await post(`${pds.url}/oauth/token`, { grant_type: 'password' }, { dpop: await key.proof('POST', `${srv.publicUrl}/oauth/token`) })
+      const res = await post(
+        `${pds.url}/oauth/token`,
+        { grant_type: 'password' },
+        { dpop: await key.proof('POST', `${srv.publicUrl}/oauth/token`) },
+      )
       expect(res.status).toBe(400)
       expect(res.json.error).toBe('unsupported_grant_type')
     })
@@ -458,7 +521,11 @@ describe('OAuth authorization server', () => {
         jwk,
         jkt,
         proof: (htm: string, htu: string, extra: Record<string, unknown> = {}) =>
-          signEs256k(kp, { typ: 'dpop+jwt', jwk }, { htm, htu, iat: Math.floor(Date.now() / 1000), jti: randomBytes(8).toString('hex'), ...extra }),
+          signEs256k(
+            kp,
+            { typ: 'dpop+jwt', jwk },
+            { htm, htu, iat: Math.floor(Date.now() / 1000), jti: randomBytes(8).toString('hex'), ...extra },
+          ),
       }
       const acct = await newAccount()
       const a = await authorize(srv, key, { handle: acct.handle, password: PASSWORD })
@@ -474,9 +541,15 @@ describe('OAuth authorization server', () => {
       const now = Math.floor(Date.now() / 1000)
       const claims = { htm: 'POST', htu, iat: now, jti: 'x' + Math.random() }
       const badTyp = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(new Uint8Array(32))
-      const hs = await new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: key.jwk }).sign(new Uint8Array(32))
+      const hs = await new SignJWT({ ...claims })
+        .setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: key.jwk })
+        .sign(new Uint8Array(32))
       for (const proof of [badTyp, hs, 'not-a-jwt']) {
-        const res = await post(`${pds.url}/oauth/token`, { grant_type: 'refresh_token', refresh_token: 'x', client_id: loopbackClientId() }, { dpop: proof })
+        const res = await post(
+          `${pds.url}/oauth/token`,
+          { grant_type: 'refresh_token', refresh_token: 'x', client_id: loopbackClientId() },
+          { dpop: proof },
+        )
         expect(res.status).toBe(400)
         expect(res.json.error).toBe('invalid_dpop_proof')
       }
@@ -505,9 +578,23 @@ describe('OAuth authorization server', () => {
       const b = await signIn()
       const url = `${srv.publicUrl}/xrpc/com.atproto.server.getSession`
       const jti = randomBytes(12).toString('hex')
-      const first = await dpopGet(srv, a.key, a.tokens.access_token, 'com.atproto.server.getSession', {}, await a.key.proof('GET', url, { ath: ath(a.tokens.access_token), jti }))
+      const first = await dpopGet(
+        srv,
+        a.key,
+        a.tokens.access_token,
+        'com.atproto.server.getSession',
+        {},
+        await a.key.proof('GET', url, { ath: ath(a.tokens.access_token), jti }),
+      )
       expect(first.status).toBe(200)
-      const second = await dpopGet(srv, b.key, b.tokens.access_token, 'com.atproto.server.getSession', {}, await b.key.proof('GET', url, { ath: ath(b.tokens.access_token), jti }))
+      const second = await dpopGet(
+        srv,
+        b.key,
+        b.tokens.access_token,
+        'com.atproto.server.getSession',
+        {},
+        await b.key.proof('GET', url, { ath: ath(b.tokens.access_token), jti }),
+      )
       expect([second.status, second.json.error]).toEqual([401, 'InvalidToken'])
     })
 
@@ -521,7 +608,14 @@ describe('OAuth authorization server', () => {
     ])('refuses a proof with the wrong %s', async (_name, make) => {
       const { key, tokens } = await signIn()
       const url = `${srv.publicUrl}/xrpc/com.atproto.server.getSession`
-      const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getSession', {}, await make(key, tokens.access_token, url))
+      const res = await dpopGet(
+        srv,
+        key,
+        tokens.access_token,
+        'com.atproto.server.getSession',
+        {},
+        await make(key, tokens.access_token, url),
+      )
       expect(res.status).toBe(401)
       expect(res.json.error).toBe('InvalidToken')
     })
@@ -543,7 +637,13 @@ describe('OAuth authorization server', () => {
         const stranger = await dpopKey()
         const res = await post(
           `${pds.url}/oauth/token`,
-          { grant_type: 'authorization_code', code: `forged-${i}`, code_verifier: 'v'.repeat(43), redirect_uri: REDIRECT, client_id: loopbackClientId() },
+          {
+            grant_type: 'authorization_code',
+            code: `forged-${i}`,
+            code_verifier: 'v'.repeat(43),
+            redirect_uri: REDIRECT,
+            client_id: loopbackClientId(),
+          },
           { dpop: await stranger.proof('POST', `${srv.publicUrl}/oauth/token`) },
         )
         expect(res.json.error).toBe('invalid_grant')
@@ -559,7 +659,10 @@ describe('OAuth authorization server', () => {
 
     it('ignores the query string of the request when matching htu', async () => {
       const { key, tokens } = await signIn()
-      const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getServiceAuth', { aud: 'did:web:feed.example', lxm: 'app.bsky.feed.getTimeline' })
+      const res = await dpopGet(srv, key, tokens.access_token, 'com.atproto.server.getServiceAuth', {
+        aud: 'did:web:feed.example',
+        lxm: 'app.bsky.feed.getTimeline',
+      })
       expect(res.status).toBe(200)
     })
 

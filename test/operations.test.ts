@@ -106,7 +106,11 @@ describe('health, metrics and request limits', () => {
     const body = JSON.stringify({ repo: 'ops.test', collection: 'app.bsky.feed.post', record })
     for (const path of ['com.atproto.repo.createRecord/', 'COM.ATPROTO.REPO.CREATERECORD', 'com.atproto.repo.CreateRecord/']) {
       for (const prefix of ['/xrpc/', '/XRPC/']) {
-        const res = await fetch(`${pds.url}${prefix}${path}`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body })
+        const res = await fetch(`${pds.url}${prefix}${path}`, {
+          method: 'POST',
+          headers: { ...bearer(token), 'content-type': 'application/json' },
+          body,
+        })
         const status = res.status
         const text = await res.text()
         // refused by the cap, or not served at all; never stored

@@ -117,7 +117,10 @@ describe('outbound guard', () => {
     }
     const current: any = await (await fetch(`${plcUrl}/${alice.did}/data`)).json()
     const n = sink.received.length
-    expect((await xrpc(prod.url, 'com.atproto.identity.requestPlcOperationSignature', { method: 'POST', headers: bearer(alice.accessJwt) })).status).toBe(200)
+    expect(
+      (await xrpc(prod.url, 'com.atproto.identity.requestPlcOperationSignature', { method: 'POST', headers: bearer(alice.accessJwt) }))
+        .status,
+    ).toBe(200)
     await sink.waitFor(n + 1)
     const services = { ...current.services }
     for (const [name, endpoint] of Object.entries(endpoints)) services[name] = { type: 'AnyService', endpoint }
@@ -212,14 +215,42 @@ describe('outbound guard', () => {
 
   it('classifies loopback, private, link-local, unique-local, multicast and embedded IPv4 addresses', () => {
     const refused = [
-      '127.0.0.1', '10.1.2.3', '172.31.0.1', '192.168.0.1', '100.64.0.1', '100.127.255.255', '169.254.169.254',
-      '0.0.0.0', '224.0.0.1', '255.255.255.255', '198.18.0.1',
-      '::', '::1', 'fe80::1', 'fd00::1', 'fc00::1', 'ff02::1',
-      '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::127.0.0.1',
-      '64:ff9b::7f00:1', '64:ff9b::10.0.0.1', '2002:a00:1::1', '2002:7f00:1::',
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.31.0.1',
+      '192.168.0.1',
+      '100.64.0.1',
+      '100.127.255.255',
+      '169.254.169.254',
+      '0.0.0.0',
+      '224.0.0.1',
+      '255.255.255.255',
+      '198.18.0.1',
+      '::',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      'fc00::1',
+      'ff02::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:10.0.0.1',
+      '::127.0.0.1',
+      '64:ff9b::7f00:1',
+      '64:ff9b::10.0.0.1',
+      '2002:a00:1::1',
+      '2002:7f00:1::',
     ]
     for (const a of refused) expect(isPublicAddress(a), a).toBe(false)
-    for (const a of ['93.184.216.34', '8.8.8.8', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1']) {
+    for (const a of [
+      '93.184.216.34',
+      '8.8.8.8',
+      '100.128.0.1',
+      '2606:4700::1111',
+      '::ffff:8.8.8.8',
+      '64:ff9b::808:808',
+      '2002:808:808::1',
+    ]) {
       expect(isPublicAddress(a), a).toBe(true)
     }
     expect(isPublicAddress('not an address')).toBe(false)

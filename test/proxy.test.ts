@@ -162,9 +162,14 @@ describe('service proxying', () => {
   })
 
   it('holds chat to a privileged app password whatever the case of its namespace', async () => {
-    const created = await xrpc(pds.url, 'com.atproto.server.createAppPassword', { headers: bearer(alice.accessJwt), body: { name: 'casual' } })
+    const created = await xrpc(pds.url, 'com.atproto.server.createAppPassword', {
+      headers: bearer(alice.accessJwt),
+      body: { name: 'casual' },
+    })
     expect(created.status, created.text).toBe(200)
-    const session = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: 'alice.test', password: created.body.password } })
+    const session = await xrpc(pds.url, 'com.atproto.server.createSession', {
+      body: { identifier: 'alice.test', password: created.body.password },
+    })
     const jwt = session.body.accessJwt
     appview.seen.length = 0
     for (const nsid of ['chat.bsky.convo.listConvos', 'CHAT.bsky.convo.listConvos', 'Chat.Bsky.convo.listConvos']) {
@@ -210,7 +215,14 @@ describe('service proxying', () => {
   })
 
   it('refuses malformed and unresolvable atproto-proxy headers with InvalidRequest', async () => {
-    for (const value of ['no-fragment', '#svc', `${appview.did}#`, `${appview.did}#a#b`, 'did:web:localhost%3A1#x', `${appview.did}#nosuch`]) {
+    for (const value of [
+      'no-fragment',
+      '#svc',
+      `${appview.did}#`,
+      `${appview.did}#a#b`,
+      'did:web:localhost%3A1#x',
+      `${appview.did}#nosuch`,
+    ]) {
       const res = await xrpc(pds.url, 'app.bsky.feed.getTimeline', {
         headers: { ...bearer(alice.accessJwt), 'atproto-proxy': value },
       })

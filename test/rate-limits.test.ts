@@ -28,12 +28,25 @@ describe('rate limits', () => {
   })
 
   it('are on unless turned off', () => {
-    expect(loadConfig({ PDS_DATA_DIRECTORY: '/tmp/x', PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64) }).rateLimitsEnabled).toBe(true)
+    expect(
+      loadConfig({
+        PDS_DATA_DIRECTORY: '/tmp/x',
+        PDS_JWT_SECRET: 'x'.repeat(32),
+        PDS_OAUTH_SIGNING_KEY: '1'.repeat(64),
+        PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64),
+      }).rateLimitsEnabled,
+    ).toBe(true)
   })
 
   it('believes X-Forwarded-For from loopback only, unless PDS_TRUST_PROXY names more', () => {
     const trusted = (env: Record<string, string> = {}) => {
-      const config = loadConfig({ PDS_DATA_DIRECTORY: '/tmp/x', PDS_JWT_SECRET: 'x'.repeat(32), PDS_OAUTH_SIGNING_KEY: '1'.repeat(64), PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64), ...env })
+      const config = loadConfig({
+        PDS_DATA_DIRECTORY: '/tmp/x',
+        PDS_JWT_SECRET: 'x'.repeat(32),
+        PDS_OAUTH_SIGNING_KEY: '1'.repeat(64),
+        PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX: '2'.repeat(64),
+        ...env,
+      })
       // what the server sets: express asks this function whether a hop's address may forward
       const trust = express().set('trust proxy', config.trustProxy).get('trust proxy fn') as (addr: string, i: number) => boolean
       return (addr: string) => trust(addr, 0)
@@ -76,7 +89,10 @@ describe('rate limits', () => {
     it('lets an account start five repository imports an hour', async () => {
       const { accessJwt } = await newAccount(pds.url, 'imp')
       const importRepo = () =>
-        xrpc(pds.url, 'com.atproto.repo.importRepo', { body: 'not a car', headers: { ...bearer(accessJwt), 'content-type': 'application/vnd.ipld.car' } })
+        xrpc(pds.url, 'com.atproto.repo.importRepo', {
+          body: 'not a car',
+          headers: { ...bearer(accessJwt), 'content-type': 'application/vnd.ipld.car' },
+        })
       expect(await attempts(5, importRepo)).toEqual([400, 400, 400, 400, 400])
       const res = await importRepo()
       expect([res.status, res.body.error]).toEqual([429, 'RateLimitExceeded'])
@@ -126,7 +142,10 @@ describe('rate limits', () => {
   })
 
   it('lets operators raise the budgets with PDS_RATE_LIMIT_MULTIPLIER', async () => {
-    const pds = await start({ ...ON, PDS_RATE_LIMIT_MULTIPLIER: '2' }, { rateLimits: { limits: { login: [{ durationMs: 60_000, points: 2 }] } } })
+    const pds = await start(
+      { ...ON, PDS_RATE_LIMIT_MULTIPLIER: '2' },
+      { rateLimits: { limits: { login: [{ durationMs: 60_000, points: 2 }] } } },
+    )
     expect(await attempts(5, () => login(pds, 'b.test'))).toEqual([401, 401, 401, 401, 429])
   })
 
@@ -187,7 +206,9 @@ describe('rate limits', () => {
     it('limits the OAuth sign-in form with the same budget, on a page that says so', async () => {
       const handle = 'formvictim.test'
       const password = 'the right password'
-      const created = await xrpc(pds.url, 'com.atproto.server.createAccount', { body: { handle, email: 'formvictim@example.com', password } })
+      const created = await xrpc(pds.url, 'com.atproto.server.createAccount', {
+        body: { handle, email: 'formvictim@example.com', password },
+      })
       expect(created.status, created.text).toBe(200)
       const res = await par({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL }, await dpopKey())
       const requestUri = res.json.request_uri as string
@@ -213,7 +234,12 @@ describe('rate limits', () => {
       }
       expect((await login(pds, handle, from('203.0.113.8'))).status).toBe(429)
       // the form still works as before for someone else
-      const other = await submitPage(pds.url, requestUri, { handle: 'nobody.test', password: 'x', action: 'allow', csrf_token: page.csrf }, page.cookie)
+      const other = await submitPage(
+        pds.url,
+        requestUri,
+        { handle: 'nobody.test', password: 'x', action: 'allow', csrf_token: page.csrf },
+        page.cookie,
+      )
       expect(other.status).toBe(401)
     })
 
@@ -225,7 +251,10 @@ describe('rate limits', () => {
       expect(created.status, created.text).toBe(200)
       const { did, accessJwt } = created.body
       const del = (pw: string, address: string) =>
-        xrpc(pds.url, 'com.atproto.server.deleteAccount', { body: { did, password: pw, token: 'ABCDE-ABCDE' }, headers: { ...bearer(accessJwt), ...from(address) } })
+        xrpc(pds.url, 'com.atproto.server.deleteAccount', {
+          body: { did, password: pw, token: 'ABCDE-ABCDE' },
+          headers: { ...bearer(accessJwt), ...from(address) },
+        })
       expect((await del('wrong 1', '203.0.113.9')).status).toBe(401)
       expect((await del('wrong 2', '203.0.113.10')).status).toBe(401)
       expect((await del('wrong 3', '203.0.113.11')).status).toBe(401)

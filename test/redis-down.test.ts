@@ -12,13 +12,20 @@ const d = haveRedis ? describe : describe.skip
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 function startRedis(port: number): { child: ChildProcess; exited: Promise<void> } {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  })
   return { child, exited: new Promise((resolve) => child.on('exit', () => resolve())) }
 }
 
 async function redisUp(port: number) {
   for (let i = 0; i < 100; i++) {
-    if (spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().trim() === 'PONG') return
+    if (
+      spawnSync('redis-cli', ['-p', String(port), 'ping'])
+        .stdout?.toString()
+        .trim() === 'PONG'
+    )
+      return
     await sleep(50)
   }
   throw new Error('redis-server did not start')
@@ -73,7 +80,9 @@ d('Redis down', () => {
     expect([grant.status, grant.json.error]).toEqual([503, 'temporarily_unavailable'])
 
     // password sessions do not depend on Redis
-    const login = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: 'redisdown.test', password: 'redis down pw' } })
+    const login = await xrpc(pds.url, 'com.atproto.server.createSession', {
+      body: { identifier: 'redisdown.test', password: 'redis down pw' },
+    })
     expect(login.status).toBe(200)
     const auth = { authorization: `Bearer ${login.body.accessJwt}` }
     expect((await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth })).status).toBe(200)
@@ -82,7 +91,10 @@ d('Redis down', () => {
       body: { repo: did, collection: 'com.example.redis', record: { $type: 'com.example.redis', ok: true } },
     })
     expect(w.status).toBe(200)
-    const refreshed = await xrpc(pds.url, 'com.atproto.server.refreshSession', { method: 'POST', headers: { authorization: `Bearer ${login.body.refreshJwt}` } })
+    const refreshed = await xrpc(pds.url, 'com.atproto.server.refreshSession', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${login.body.refreshJwt}` },
+    })
     expect(refreshed.status).toBe(200)
 
     // Redis back on the same port: the refused refresh token still works, DPoP requests pass again

@@ -5,7 +5,18 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import * as dagCbor from '@ipld/dag-cbor'
 import { decode as cborDecode, encode } from '@atproto/lex-cbor'
 import { cidForCbor, type Cid } from '@atproto/lex-data'
-import { BlockMap, blocksToCarFile, Leaf, MemoryBlockstore, MST, mstUtil, Repo, verifyCommitSig, WriteOpAction, type RecordWriteOp } from '@atproto/repo'
+import {
+  BlockMap,
+  blocksToCarFile,
+  Leaf,
+  MemoryBlockstore,
+  MST,
+  mstUtil,
+  Repo,
+  verifyCommitSig,
+  WriteOpAction,
+  type RecordWriteOp,
+} from '@atproto/repo'
 import { expect, it } from 'vitest'
 import { cidForDagCbor, encodeNode } from '../src/repo/node-cbor.js'
 import { blockEntries, installRepoPatches, libraryMatches, unpatchedAddMap, unpatchedSerialize } from '../src/patches/repo.js'
@@ -17,9 +28,11 @@ const DID = 'did:plc:abcdefghijklmnopqrstuvwx'
 
 // deterministic keys and values: a reproducible mix of layers, prefixes and long suffixes
 let seed = 7
-const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff)
+const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff
 const key = (i: number) =>
-  rand() < 0.2 ? `app.bsky.feed.post/${'x'.repeat(20 + (i % 40))}${i}` : `com.example.${['a', 'bb', 'long.collection.name'][i % 3]}/${(1e12 + i * 7919).toString(32)}`
+  rand() < 0.2
+    ? `app.bsky.feed.post/${'x'.repeat(20 + (i % 40))}${i}`
+    : `com.example.${['a', 'bb', 'long.collection.name'][i % 3]}/${(1e12 + i * 7919).toString(32)}`
 
 async function valueCid(i: number) {
   return cidForCbor(encode({ $type: 'com.example.record', i }))
@@ -94,7 +107,12 @@ describe('repository encoding shortcuts', () => {
     leaves.sort((a, b) => (a.key < b.key ? -1 : 1))
     const storage = new MemoryBlockstore()
     const child = await MST.create(storage, [new Leaf('a.b/c', await valueCid(1))])
-    for (const entries of [leaves.slice(0, 1), leaves.slice(0, 30), leaves, [child, ...leaves.slice(0, 5), child, ...leaves.slice(5, 40)]]) {
+    for (const entries of [
+      leaves.slice(0, 1),
+      leaves.slice(0, 30),
+      leaves,
+      [child, ...leaves.slice(0, 5), child, ...leaves.slice(5, 40)],
+    ]) {
       const lib = encode(mstUtil.serializeNodeData(entries))
       const ours = encodeNode(entries)
       expect(Buffer.from(ours).equals(Buffer.from(lib))).toBe(true)
@@ -142,21 +160,37 @@ describe('repository encoding shortcuts', () => {
         const bytes = encode(record)
         const cid = cidForDagCbor(bytes)
         const rkey = `r${(round * 1000 + i) * 7919}`
-        writes.push({ op: { action: WriteOpAction.Create, collection: 'com.example.a', rkey: rkey, record }, tree: { action: 'create', key: `com.example.a/${rkey}`, cid, bytes } })
+        writes.push({
+          op: { action: WriteOpAction.Create, collection: 'com.example.a', rkey: rkey, record },
+          tree: { action: 'create', key: `com.example.a/${rkey}`, cid, bytes },
+        })
       }
       if (round > 0) {
         // delete and update records of the previous round
         const prev = (await repo.data.list()).slice(0, 4)
-        writes.push({ op: { action: WriteOpAction.Delete, collection: 'com.example.a', rkey: prev[0].key.split('/')[1] }, tree: { action: 'delete', key: prev[0].key } })
+        writes.push({
+          op: { action: WriteOpAction.Delete, collection: 'com.example.a', rkey: prev[0].key.split('/')[1] },
+          tree: { action: 'delete', key: prev[0].key },
+        })
         const record = { $type: 'com.example.a', updated: round }
         const bytes = encode(record)
-        writes.push({ op: { action: WriteOpAction.Update, collection: 'com.example.a', rkey: prev[2].key.split('/')[1], record }, tree: { action: 'update', key: prev[2].key, cid: cidForDagCbor(bytes), bytes } })
+        writes.push({
+          op: { action: WriteOpAction.Update, collection: 'com.example.a', rkey: prev[2].key.split('/')[1], record },
+          tree: { action: 'update', key: prev[2].key, cid: cidForDagCbor(bytes), bytes },
+        })
       }
-      const lib = await repo.formatCommit(writes.map((w) => w.op), keypair)
+      const lib = await repo.formatCommit(
+        writes.map((w) => w.op),
+        keypair,
+      )
       // the same head, once through the tree kept from the last round, once loaded anew
       const built: MST[] = []
       for (const data of [cachedTree, MST.load(storage, repo.commit.data)]) {
-        const { commit: ours, data: next } = await buildCommit({ did: DID, cid: repo.cid, rev: repo.commit.rev, data }, writes.map((w) => w.tree), keypair)
+        const { commit: ours, data: next } = await buildCommit(
+          { did: DID, cid: repo.cid, rev: repo.commit.rev, data },
+          writes.map((w) => w.tree),
+          keypair,
+        )
         const oursCommit = cborDecode(ours.newBlocks.get(ours.cid)!) as Record<string, unknown>
         const libCommit = cborDecode(lib.newBlocks.get(lib.cid)!) as Record<string, unknown>
         expect(String(oursCommit.data)).toBe(String(libCommit.data))
@@ -165,7 +199,11 @@ describe('repository encoding shortcuts', () => {
         expect(await verifyCommitSig(oursCommit as never, keypair.did())).toBe(true)
         // the commit block is what the library's encoder makes of the commit
         expect(Buffer.from(encode(oursCommit as never)).equals(Buffer.from(ours.newBlocks.get(ours.cid)!))).toBe(true)
-        const others = (m: BlockMap, commitCid: string) => m.entries().map((e) => e.cid.toString()).filter((c) => c !== commitCid)
+        const others = (m: BlockMap, commitCid: string) =>
+          m
+            .entries()
+            .map((e) => e.cid.toString())
+            .filter((c) => c !== commitCid)
         expect(others(ours.newBlocks, ours.cid.toString())).toEqual(others(lib.newBlocks, lib.cid.toString()))
         expect(others(ours.relevantBlocks, ours.cid.toString())).toEqual(others(lib.relevantBlocks, lib.cid.toString()))
         expect(ours.removedCids.toList().map(String).sort()).toEqual(lib.removedCids.toList().map(String).sort())

@@ -56,7 +56,12 @@ describe('repositories', () => {
     const again = await agent.com.atproto.repo.getRecord({ repo: agent.session!.handle, collection: 'app.bsky.feed.post', rkey })
     expect((again.data.value as any).text).toBe('edited')
 
-    await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.actor.profile', rkey: 'self', record: { $type: 'app.bsky.actor.profile', displayName: 'Me' } })
+    await agent.com.atproto.repo.putRecord({
+      repo: did,
+      collection: 'app.bsky.actor.profile',
+      rkey: 'self',
+      record: { $type: 'app.bsky.actor.profile', displayName: 'Me' },
+    })
     const desc = await agent.com.atproto.repo.describeRepo({ repo: did })
     expect(desc.data.collections).toEqual(['app.bsky.actor.profile', 'app.bsky.feed.post'])
     expect(desc.data.handleIsCorrect).toBe(true)
@@ -102,9 +107,18 @@ describe('repositories', () => {
   it('refuses more than 200 writes in one applyWrites with InvalidRequest, writing nothing', async () => {
     const agent = await newAgent()
     const did = agent.session!.did
-    const create = (i: number) => ({ $type: 'com.atproto.repo.applyWrites#create' as const, collection: 'app.bsky.feed.post', rkey: `k${i}`, value: post(`${i}`) })
+    const create = (i: number) => ({
+      $type: 'com.atproto.repo.applyWrites#create' as const,
+      collection: 'app.bsky.feed.post',
+      rkey: `k${i}`,
+      value: post(`${i}`),
+    })
     const writes = Array.from({ length: 201 }, (_, i) => create(i))
-    await expect(agent.com.atproto.repo.applyWrites({ repo: did, writes })).rejects.toMatchObject({ status: 400, error: 'InvalidRequest', message: expect.stringMatching(/200/) })
+    await expect(agent.com.atproto.repo.applyWrites({ repo: did, writes })).rejects.toMatchObject({
+      status: 400,
+      error: 'InvalidRequest',
+      message: expect.stringMatching(/200/),
+    })
     const list = await agent.com.atproto.repo.listRecords({ repo: did, collection: 'app.bsky.feed.post' })
     expect(list.data.records).toEqual([])
     const res = await agent.com.atproto.repo.applyWrites({ repo: did, writes: writes.slice(0, 200) })
@@ -132,7 +146,12 @@ describe('repositories', () => {
         repo: did,
         writes: [
           { $type: 'com.atproto.repo.applyWrites#delete', collection: 'app.bsky.feed.post', rkey: 'aaa' },
-          { $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', rkey: 'ccc', value: { $type: 'app.bsky.feed.post', text: 5 } },
+          {
+            $type: 'com.atproto.repo.applyWrites#create',
+            collection: 'app.bsky.feed.post',
+            rkey: 'ccc',
+            value: { $type: 'app.bsky.feed.post', text: 5 },
+          },
         ],
       }),
     ).rejects.toMatchObject({ status: 400 })
@@ -164,7 +183,13 @@ describe('repositories', () => {
       agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: post('x'), swapCommit: stale }),
     ).rejects.toMatchObject({ error: 'InvalidSwap', status: 400 })
     await expect(
-      agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'sw', record: post('3'), swapRecord: first.data.cid }),
+      agent.com.atproto.repo.putRecord({
+        repo: did,
+        collection: 'app.bsky.feed.post',
+        rkey: 'sw',
+        record: post('3'),
+        swapRecord: first.data.cid,
+      }),
     ).rejects.toMatchObject({ error: 'InvalidSwap' })
     await expect(
       agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'sw', record: post('3'), swapRecord: null }),
@@ -174,7 +199,13 @@ describe('repositories', () => {
     ).rejects.toMatchObject({ error: 'InvalidSwap' })
     const cur = await agent.com.atproto.repo.getRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'sw' })
     expect((cur.data.value as any).text).toBe('2')
-    const ok = await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'sw', record: post('3'), swapRecord: cur.data.cid })
+    const ok = await agent.com.atproto.repo.putRecord({
+      repo: did,
+      collection: 'app.bsky.feed.post',
+      rkey: 'sw',
+      record: post('3'),
+      swapRecord: cur.data.cid,
+    })
     expect(ok.data.cid).toBeTruthy()
   })
 
@@ -199,7 +230,11 @@ describe('repositories', () => {
       validate: false,
     })
     expect(skipped.data.validationStatus).toBeUndefined()
-    for (const [collection, rkey] of [['not an nsid', 'x'], ['com.example.thing', 'bad/key'], ['com.example.thing', '..']]) {
+    for (const [collection, rkey] of [
+      ['not an nsid', 'x'],
+      ['com.example.thing', 'bad/key'],
+      ['com.example.thing', '..'],
+    ]) {
       const r = await xrpc(pds.url, 'com.atproto.repo.putRecord', {
         headers: { authorization: `Bearer ${agent.session!.accessJwt}` },
         body: { repo: did, collection, rkey, record: { a: 1 } },
@@ -250,12 +285,18 @@ describe('repositories', () => {
     const agent = await newAgent()
     const did = agent.session!.did
     const rkeys = ['a1', 'a2', 'a3', 'a4', 'a5']
-    for (const rkey of rkeys) await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey, record: post(rkey) })
+    for (const rkey of rkeys)
+      await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey, record: post(rkey) })
     for (const reverse of [false, true]) {
       const seen: string[] = []
       let cursor: string | undefined
       do {
-        const params: Record<string, string> = { repo: did, collection: 'app.bsky.feed.post', limit: '2', ...(reverse ? { reverse: 'true' } : {}) }
+        const params: Record<string, string> = {
+          repo: did,
+          collection: 'app.bsky.feed.post',
+          limit: '2',
+          ...(reverse ? { reverse: 'true' } : {}),
+        }
         if (cursor) params.cursor = cursor
         const page = await xrpc(pds.url, 'com.atproto.repo.listRecords', { params })
         expect(page.status).toBe(200)
@@ -321,7 +362,9 @@ describe('repositories', () => {
     expect(blocks.status).toBe(200)
     const got = await readCar(new Uint8Array(await blocks.arrayBuffer()))
     expect(got.blocks.cids().map(String)).toEqual([r.data.cid])
-    const missing = await xrpc(pds.url, 'com.atproto.sync.getBlocks', { params: { did, cids: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' } })
+    const missing = await xrpc(pds.url, 'com.atproto.sync.getBlocks', {
+      params: { did, cids: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+    })
     expect(missing.status).toBe(400)
   })
 
@@ -340,7 +383,10 @@ describe('repositories', () => {
     await pds.services.db.updateTable('account').set({ status: 'deactivated' }).where('did', '=', did).execute()
     const deact = await xrpc(pds.url, 'com.atproto.sync.getRepo', { params: { did } })
     expect(deact.body.error).toBe('RepoDeactivated')
-    expect((await xrpc(pds.url, 'com.atproto.sync.getRepoStatus', { params: { did } })).body).toMatchObject({ active: false, status: 'deactivated' })
+    expect((await xrpc(pds.url, 'com.atproto.sync.getRepoStatus', { params: { did } })).body).toMatchObject({
+      active: false,
+      status: 'deactivated',
+    })
     await pds.services.db.updateTable('account').set({ status: 'takendown' }).where('did', '=', did).execute()
     expect((await xrpc(pds.url, 'com.atproto.sync.getLatestCommit', { params: { did } })).body.error).toBe('RepoTakendown')
     await pds.services.db.updateTable('account').set({ status: 'deleted' }).where('did', '=', did).execute()
@@ -394,7 +440,13 @@ describe('write serialization and large commits', () => {
     const car = await exportRepo(did)
     const verified = await verifyRepoCar(car, did, await signingKey(did))
     expect(verified.creates).toHaveLength(24)
-    const events = await pds.services.db.selectFrom('event').selectAll().where('did', '=', did).where('type', '=', 'commit').orderBy('seq').execute()
+    const events = await pds.services.db
+      .selectFrom('event')
+      .selectAll()
+      .where('did', '=', did)
+      .where('type', '=', 'commit')
+      .orderBy('seq')
+      .execute()
     const bodies = events.map((e) => dagCbor.decode<any>(e.payload))
     // each commit's `since` is the previous commit's rev: one chain, no lost update
     for (let i = 1; i < bodies.length; i++) expect(bodies[i].since).toBe(bodies[i - 1].rev)
@@ -406,13 +458,15 @@ describe('write serialization and large commits', () => {
     const blocks = new BlockMap()
     const commit = await blocks.add({ did: 'did:plc:x', version: 3, rev: '3l2a', data: null, prev: null })
     const ops = Array.from({ length: 201 }, (_, i) => ({ action: 'create' as const, path: `a.b.c/${i}`, cid: commit }))
-    const small = await pds.services.db.transaction().execute((trx) =>
-      appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops: ops.slice(0, 200), prevData: null }),
-    )
+    const small = await pds.services.db
+      .transaction()
+      .execute((trx) =>
+        appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops: ops.slice(0, 200), prevData: null }),
+      )
     expect(small.type).toBe('commit')
-    const big = await pds.services.db.transaction().execute((trx) =>
-      appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops, prevData: null }),
-    )
+    const big = await pds.services.db
+      .transaction()
+      .execute((trx) => appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops, prevData: null }))
     expect(big.type).toBe('sync')
     const row = await pds.services.db.selectFrom('event').selectAll().where('seq', '=', big.seq).executeTakeFirstOrThrow()
     const body = dagCbor.decode<any>(row.payload)

@@ -76,7 +76,11 @@ describe('the server process memory tuning', () => {
       }),
     )
     const loaded = s.rss()
-    const reclaims = () => s.out().split('\n').filter((l) => l.includes('idle: memory reclaimed')).length
+    const reclaims = () =>
+      s
+        .out()
+        .split('\n')
+        .filter((l) => l.includes('idle: memory reclaimed')).length
     const before = reclaims()
     await vi.waitFor(() => expect(reclaims()).toBeGreaterThan(before), { timeout: 15_000, interval: 100 })
     // a collection alone gives back V8's heap but not glibc's arenas
@@ -127,9 +131,12 @@ describe('reclaimWhenIdle', () => {
 
   it('does nothing without an exposed gc', async () => {
     globalThis.gc = undefined
-    const stop = reclaimWhenIdle(() => {
-      throw new Error('reclaimed without gc')
-    }, { checkMs: 10, quietCpu: Infinity })
+    const stop = reclaimWhenIdle(
+      () => {
+        throw new Error('reclaimed without gc')
+      },
+      { checkMs: 10, quietCpu: Infinity },
+    )
     await new Promise((r) => setTimeout(r, 50))
     stop()
   })

@@ -21,7 +21,18 @@ const errorName = async (p: Promise<unknown>) => {
   }
 }
 
-function joseToken(opts: { typ?: string; scope?: string; iss?: string; aud?: string | string[]; exp?: number; omit?: string; nbf?: number; key?: Uint8Array } = {}) {
+function joseToken(
+  opts: {
+    typ?: string
+    scope?: string
+    iss?: string
+    aud?: string | string[]
+    exp?: number
+    omit?: string
+    nbf?: number
+    key?: Uint8Array
+  } = {},
+) {
   const now = Math.floor(Date.now() / 1000)
   const payload: Record<string, unknown> = { scope: opts.scope ?? 'com.atproto.access' }
   if (opts.nbf !== undefined) payload.nbf = opts.nbf
@@ -96,7 +107,9 @@ describe('session token signing and checks', () => {
     expect((await verifySessionToken(keys, accessJwt, 'access')).sub).toBe(DID)
     expect(await errorName(verifySessionToken(keys, accessJwt, 'refresh'))).toBe('InvalidToken')
     // another server's secret: a token this one accepted means nothing there
-    expect(await errorName(verifySessionToken(tokenKeys('another-secret-0123456789abcdef', SERVICE), accessJwt, 'access'))).toBe('InvalidToken')
+    expect(await errorName(verifySessionToken(tokenKeys('another-secret-0123456789abcdef', SERVICE), accessJwt, 'access'))).toBe(
+      'InvalidToken',
+    )
     vi.useFakeTimers({ now: Date.now() + (2 * 60 * 60 + 5) * 1000 })
     try {
       expect(await errorName(verifySessionToken(keys, accessJwt, 'access'))).toBe('ExpiredToken')

@@ -92,7 +92,11 @@ describe('accounts and password sessions', () => {
       const { Secp256k1Keypair } = await import('@atproto/crypto')
       const recovery = (await Secp256k1Keypair.create()).did()
       const acct = await newAccount({ recoveryKey: recovery })
-      const row = await pds.services.db.selectFrom('plc_operation').select('operation').where('did', '=', acct.did).executeTakeFirstOrThrow()
+      const row = await pds.services.db
+        .selectFrom('plc_operation')
+        .select('operation')
+        .where('did', '=', acct.did)
+        .executeTakeFirstOrThrow()
       expect(JSON.parse(row.operation).rotationKeys).toEqual([recovery, pds.services.rotationKey.did()])
     })
 
@@ -401,9 +405,9 @@ describe('accounts and password sessions', () => {
       expect(who.data.handle).toBe('gen.test')
       const { data: r } = await client.com.atproto.server.refreshSession(undefined, { headers: auth(s.refreshJwt) })
       await client.com.atproto.server.deleteSession(undefined, { headers: auth(r.refreshJwt) })
-      await expect(
-        client.com.atproto.server.refreshSession(undefined, { headers: auth(r.refreshJwt) }),
-      ).rejects.toMatchObject({ error: 'ExpiredToken' })
+      await expect(client.com.atproto.server.refreshSession(undefined, { headers: auth(r.refreshJwt) })).rejects.toMatchObject({
+        error: 'ExpiredToken',
+      })
     })
   })
 })

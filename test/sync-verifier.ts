@@ -120,7 +120,9 @@ export class SyncVerifier {
       }
     }
     const inverted = (await tree.getPointer()).toString()
-    const expected = ev.prevData ? ev.prevData.toString() : (await MST.create(new MemoryBlockstore()).then((t) => t.getPointer())).toString()
+    const expected = ev.prevData
+      ? ev.prevData.toString()
+      : (await MST.create(new MemoryBlockstore()).then((t) => t.getPointer())).toString()
     if (inverted !== expected) throw new Error(`inverted tree ${inverted}, prevData ${expected}`)
     this.state.set(did, { rev: ev.rev, data: commit.data.toString() })
   }

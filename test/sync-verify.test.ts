@@ -58,8 +58,18 @@ async function inStep(h: Hose, did: string) {
 
 const applyWrites = (token: string, did: string, writes: unknown[]) =>
   call(origin.pds, 'com.atproto.repo.applyWrites', token, { body: { repo: did, writes } })
-const create = (rkey: string, value: Record<string, unknown>) => ({ $type: 'com.atproto.repo.applyWrites#create', collection: COLL, rkey, value })
-const update = (rkey: string, value: Record<string, unknown>) => ({ $type: 'com.atproto.repo.applyWrites#update', collection: COLL, rkey, value })
+const create = (rkey: string, value: Record<string, unknown>) => ({
+  $type: 'com.atproto.repo.applyWrites#create',
+  collection: COLL,
+  rkey,
+  value,
+})
+const update = (rkey: string, value: Record<string, unknown>) => ({
+  $type: 'com.atproto.repo.applyWrites#update',
+  collection: COLL,
+  rkey,
+  value,
+})
 const del = (rkey: string) => ({ $type: 'com.atproto.repo.applyWrites#delete', collection: COLL, rkey })
 const note = (text: string) => ({ $type: COLL, text })
 const key = (i: number) => `k${String(i).padStart(5, '0')}`
@@ -85,16 +95,26 @@ describe('every firehose event verifies (Sync 1.1)', () => {
   it('verifies account creation and single creates, updates and deletes', async () => {
     const { did, accessJwt } = alice
     for (const rkey of ['a', 'b', 'c']) {
-      const res = await call(origin.pds, 'com.atproto.repo.createRecord', accessJwt, { body: { repo: did, collection: COLL, rkey, record: note(rkey) } })
+      const res = await call(origin.pds, 'com.atproto.repo.createRecord', accessJwt, {
+        body: { repo: did, collection: COLL, rkey, record: note(rkey) },
+      })
       expect(res.status).toBe(200)
     }
-    const put = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: 'b', record: note('b2') } })
+    const put = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, {
+      body: { repo: did, collection: COLL, rkey: 'b', record: note('b2') },
+    })
     expect(put.status).toBe(200)
     const gone = await call(origin.pds, 'com.atproto.repo.deleteRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: 'c' } })
     expect(gone.status).toBe(200)
     await settle(origin)
     // the reference's order on creation: identity, account, the first commit, then a #sync
-    expect(origin.verifier.eventsOf(did).map((e) => e.t)).toEqual(['#identity', '#account', '#commit', '#sync', ...Array(5).fill('#commit')])
+    expect(origin.verifier.eventsOf(did).map((e) => e.t)).toEqual([
+      '#identity',
+      '#account',
+      '#commit',
+      '#sync',
+      ...Array(5).fill('#commit'),
+    ])
     await inStep(origin, did)
   })
 
@@ -103,10 +123,14 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect((await applyWrites(accessJwt, did, [create('s1', note('s1')), create('s2', note('s2'))])).status).toBe(200)
     await settle(origin)
     const before = (await call(origin.pds, 'com.atproto.sync.getLatestCommit', undefined, { params: { did } })).body
-    const stored = (await call(origin.pds, 'com.atproto.repo.getRecord', undefined, { params: { repo: did, collection: COLL, rkey: 's2' } })).body
+    const stored = (
+      await call(origin.pds, 'com.atproto.repo.getRecord', undefined, { params: { repo: did, collection: COLL, rkey: 's2' } })
+    ).body
     const events = origin.verifier.eventsOf(did).length
 
-    const same = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: 's2', record: note('s2') } })
+    const same = await call(origin.pds, 'com.atproto.repo.putRecord', accessJwt, {
+      body: { repo: did, collection: COLL, rkey: 's2', record: note('s2') },
+    })
     expect(same.status).toBe(200)
     expect(same.body.uri).toBe(stored.uri)
     expect(same.body.cid).toBe(stored.cid)
@@ -141,10 +165,29 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     }
     await settle(origin)
     // 200 updates and 200 deletes spread over the tree, then single ones
-    expect((await applyWrites(accessJwt, did, Array.from({ length: 200 }, (_, j) => update(key(j * 10), note(`u${j}`))))).status).toBe(200)
-    expect((await applyWrites(accessJwt, did, Array.from({ length: 200 }, (_, j) => del(key(j * 10 + 5))))).status).toBe(200)
+    expect(
+      (
+        await applyWrites(
+          accessJwt,
+          did,
+          Array.from({ length: 200 }, (_, j) => update(key(j * 10), note(`u${j}`))),
+        )
+      ).status,
+    ).toBe(200)
+    expect(
+      (
+        await applyWrites(
+          accessJwt,
+          did,
+          Array.from({ length: 200 }, (_, j) => del(key(j * 10 + 5))),
+        )
+      ).status,
+    ).toBe(200)
     for (const i of [1, 999, 2000]) {
-      expect((await call(origin.pds, 'com.atproto.repo.deleteRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: key(i) } })).status).toBe(200)
+      expect(
+        (await call(origin.pds, 'com.atproto.repo.deleteRecord', accessJwt, { body: { repo: did, collection: COLL, rkey: key(i) } }))
+          .status,
+      ).toBe(200)
     }
     await settle(origin)
     const commits = origin.verifier.eventsOf(did).filter((e) => e.t === '#commit')
@@ -154,7 +197,9 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     const left: string[] = []
     let cursor: string | undefined
     do {
-      const page = await call(origin.pds, 'com.atproto.repo.listRecords', undefined, { params: { repo: did, collection: COLL, limit: '100', ...(cursor ? { cursor } : {}) } })
+      const page = await call(origin.pds, 'com.atproto.repo.listRecords', undefined, {
+        params: { repo: did, collection: COLL, limit: '100', ...(cursor ? { cursor } : {}) },
+      })
       for (const r of page.body.records) left.push(r.uri.split('/').pop())
       cursor = page.body.cursor
     } while (cursor)
@@ -172,7 +217,12 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect((await call(origin.pds, 'com.atproto.server.deactivateAccount', accessJwt, { body: {} })).status).toBe(200)
     expect((await call(origin.pds, 'com.atproto.server.activateAccount', accessJwt, { method: 'POST' })).status).toBe(200)
     await settle(origin)
-    expect(origin.verifier.eventsOf(did).slice(-4).map((e) => e.t)).toEqual(['#account', '#account', '#identity', '#sync'])
+    expect(
+      origin.verifier
+        .eventsOf(did)
+        .slice(-4)
+        .map((e) => e.t),
+    ).toEqual(['#account', '#account', '#identity', '#sync'])
     await inStep(origin, did)
     // the next commit follows the #sync
     expect((await applyWrites(accessJwt, did, [create('after', note('after'))])).status).toBe(200)
@@ -182,17 +232,32 @@ describe('every firehose event verifies (Sync 1.1)', () => {
 
   it('verifies imports signed by the old key, a #sync beyond the limits, and the activation after them', async () => {
     // within both limits; beyond 200 ops; beyond 2,000,000 bytes of blocks with 150 ops
-    for (const [records, pad] of [[50, 0], [300, 0], [150, 20_000]]) {
+    for (const [records, pad] of [
+      [50, 0],
+      [300, 0],
+      [150, 20_000],
+    ]) {
       const name = `imp${records}`
       const id = await plcIdentity(`${name}.test`)
       const reserved = (await call(dest.pds, 'com.atproto.server.reserveSigningKey', undefined, { body: { did: id.did } })).body.signingKey
       const joined = await call(dest.pds, 'com.atproto.server.createAccount', undefined, {
-        body: { handle: `${name}.test`, email: `${name}@example.com`, password: PASSWORD, did: id.did, plcOp: await movedOp(id, reserved, `${name}.test`) },
+        body: {
+          handle: `${name}.test`,
+          email: `${name}@example.com`,
+          password: PASSWORD,
+          did: id.did,
+          plcOp: await movedOp(id, reserved, `${name}.test`),
+        },
       })
       expect(joined.status).toBe(200)
       // the repository as the old server signed it
       const storage = new MemoryBlockstore()
-      const writes = Array.from({ length: records }, (_, i) => ({ action: WriteOpAction.Create, collection: COLL, rkey: key(i), record: { ...note(`i${i}`), pad: 'x'.repeat(pad) } }))
+      const writes = Array.from({ length: records }, (_, i) => ({
+        action: WriteOpAction.Create,
+        collection: COLL,
+        rkey: key(i),
+        record: { ...note(`i${i}`), pad: 'x'.repeat(pad) },
+      }))
       const repo = await Repo.create(storage, id.did, id.atproto, writes as never)
       const car = await blocksToCarFile(repo.cid, storage.blocks)
       const imported = await fetch(`${dest.pds.url}/xrpc/com.atproto.repo.importRepo`, {
@@ -215,11 +280,19 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     const id = await plcIdentity('rekey.test')
     const reserved = (await call(dest.pds, 'com.atproto.server.reserveSigningKey', undefined, { body: { did: id.did } })).body.signingKey
     const joined = await call(dest.pds, 'com.atproto.server.createAccount', undefined, {
-      body: { handle: 'rekey.test', email: 'rekey@example.com', password: PASSWORD, did: id.did, plcOp: await movedOp(id, reserved, 'rekey.test') },
+      body: {
+        handle: 'rekey.test',
+        email: 'rekey@example.com',
+        password: PASSWORD,
+        did: id.did,
+        plcOp: await movedOp(id, reserved, 'rekey.test'),
+      },
     })
     expect(joined.status).toBe(200)
     const storage = new MemoryBlockstore()
-    const repo = await Repo.create(storage, id.did, id.atproto, [{ action: WriteOpAction.Create, collection: COLL, rkey: 'r', record: note('r') }] as never)
+    const repo = await Repo.create(storage, id.did, id.atproto, [
+      { action: WriteOpAction.Create, collection: COLL, rkey: 'r', record: note('r') },
+    ] as never)
     const imported = await fetch(`${dest.pds.url}/xrpc/com.atproto.repo.importRepo`, {
       method: 'POST',
       headers: { ...bearer(joined.body.accessJwt), 'content-type': 'application/vnd.ipld.car' },
@@ -238,7 +311,11 @@ describe('every firehose event verifies (Sync 1.1)', () => {
       .execute()
     const head: any = await (await fetch(`${plcUrl}/${id.did}/log/last`)).json()
     const rotated = await movedOp({ ...id, head }, next.did().replace(/^did:key:/, ''), 'rekey.test')
-    const res = await fetch(`${plcUrl}/${id.did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(rotated) })
+    const res = await fetch(`${plcUrl}/${id.did}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(rotated),
+    })
     expect(res.status).toBe(200)
     expect(await currentKey(id.did)).toBe(next.did())
     expect((await call(dest.pds, 'com.atproto.server.activateAccount', joined.body.accessJwt, { method: 'POST' })).status).toBe(200)
@@ -248,7 +325,13 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect(latest.rev > importedRev).toBe(true)
     await inStep(dest, id.did)
     // the account writes on under the new key
-    expect((await call(dest.pds, 'com.atproto.repo.createRecord', joined.body.accessJwt, { body: { repo: id.did, collection: COLL, record: note('after') } })).status).toBe(200)
+    expect(
+      (
+        await call(dest.pds, 'com.atproto.repo.createRecord', joined.body.accessJwt, {
+          body: { repo: id.did, collection: COLL, record: note('after') },
+        })
+      ).status,
+    ).toBe(200)
     await settle(dest)
     await inStep(dest, id.did)
   })
@@ -260,10 +343,19 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect(created.status).toBe(200)
     const did: string = created.body.did
     const originJwt: string = created.body.accessJwt
-    expect((await applyWrites(originJwt, did, Array.from({ length: 30 }, (_, i) => create(key(i), note(`m${i}`))))).status).toBe(200)
+    expect(
+      (
+        await applyWrites(
+          originJwt,
+          did,
+          Array.from({ length: 30 }, (_, i) => create(key(i), note(`m${i}`))),
+        )
+      ).status,
+    ).toBe(200)
     await settle(origin)
 
-    const migrationToken = (await call(origin.pds, 'com.atproto.server.requestAccountMigrate', originJwt, { body: { to: dest.pds.url } })).body.token
+    const migrationToken = (await call(origin.pds, 'com.atproto.server.requestAccountMigrate', originJwt, { body: { to: dest.pds.url } }))
+      .body.token
     const signingKey = (await call(dest.pds, 'com.atproto.server.reserveSigningKey', undefined, { body: { did } })).body.signingKey
     const mails = sink.received.length
     expect((await call(origin.pds, 'com.atproto.identity.requestPlcOperationSignature', originJwt, { method: 'POST' })).status).toBe(200)
@@ -299,7 +391,10 @@ describe('every firehose event verifies (Sync 1.1)', () => {
     expect(kinds.slice(-3)).toEqual(['#account', '#identity', '#sync'])
     await inStep(dest, did)
     // and the account writes on from there
-    expect((await call(dest.pds, 'com.atproto.repo.createRecord', destJwt, { body: { repo: did, collection: COLL, record: note('moved') } })).status).toBe(200)
+    expect(
+      (await call(dest.pds, 'com.atproto.repo.createRecord', destJwt, { body: { repo: did, collection: COLL, record: note('moved') } }))
+        .status,
+    ).toBe(200)
     await settle(dest)
     await inStep(dest, did)
   })
@@ -321,7 +416,11 @@ async function plcIdentity(handle: string) {
     rotation,
   )
   const did = didForGenesis(genesis)
-  const res = await fetch(`${plcUrl}/${did}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(genesis) })
+  const res = await fetch(`${plcUrl}/${did}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(genesis),
+  })
   expect(res.status).toBe(200)
   return { did, rotation, atproto, head: genesis }
 }

@@ -35,8 +35,15 @@ async function startMailSink() {
     async tokenFor(to, after, ms = 10_000) {
       const until = Date.now() + ms
       for (;;) {
-        const msg = received.slice(after).reverse().find((m) => (m.to ?? m.To) === to)
-        const line = msg && String(msg.text ?? msg.TextBody ?? '').split('\n').find((l) => /^[A-Z2-7]{32}$/.test(l))
+        const msg = received
+          .slice(after)
+          .reverse()
+          .find((m) => (m.to ?? m.To) === to)
+        const line =
+          msg &&
+          String(msg.text ?? msg.TextBody ?? '')
+            .split('\n')
+            .find((l) => /^[A-Z2-7]{32}$/.test(l))
         if (line) return line
         if (Date.now() > until) throw new Error(`no token mailed to ${to} within ${ms} ms`)
         await new Promise((r) => setTimeout(r, 20))
@@ -98,15 +105,24 @@ export async function runMigrationFlow({ db, records, blobs, log = () => {} }) {
     log(`    setup: ${blobs} blobs, ${records} records on ${did}`)
     const refs = []
     for (let i = 0; i < blobs; i++) {
-      const out = await o.call('com.atproto.repo.uploadBlob', { token: acct.accessJwt, body: randomBytes(100 * 1024), encoding: 'image/jpeg' })
+      const out = await o.call('com.atproto.repo.uploadBlob', {
+        token: acct.accessJwt,
+        body: randomBytes(100 * 1024),
+        encoding: 'image/jpeg',
+      })
       refs.push(out.blob)
     }
-    for (let done = 0; done < records; ) {
+    for (let done = 0; done < records;) {
       const writes = []
       for (let k = 0; k < 200 && done < records; k++, done++) {
         const value = { $type: COLLECTION, text: `post ${done}`, n: done }
         if (done < blobs) value.image = refs[done]
-        writes.push({ $type: 'com.atproto.repo.applyWrites#create', collection: COLLECTION, rkey: `r${String(done).padStart(6, '0')}`, value })
+        writes.push({
+          $type: 'com.atproto.repo.applyWrites#create',
+          collection: COLLECTION,
+          rkey: `r${String(done).padStart(6, '0')}`,
+          value,
+        })
       }
       await o.call('com.atproto.repo.applyWrites', { token: acct.accessJwt, body: { repo: did, writes } })
     }

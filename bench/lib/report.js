@@ -1,10 +1,13 @@
 // Tables for stdout.
-export const fmt = (v, digits = 1) =>
-  v === undefined || v === null || Number.isNaN(v) ? '-' : Number(v).toFixed(digits)
+export const fmt = (v, digits = 1) => (v === undefined || v === null || Number.isNaN(v) ? '-' : Number(v).toFixed(digits))
 
 export function table(headers, rows) {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i] ?? '').length)))
-  const line = (cells) => cells.map((c, i) => String(c ?? '').padEnd(widths[i])).join('  ').trimEnd()
+  const line = (cells) =>
+    cells
+      .map((c, i) => String(c ?? '').padEnd(widths[i]))
+      .join('  ')
+      .trimEnd()
   return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')
 }
 

@@ -31,7 +31,9 @@ function panel({ x0, y0, w, h, title, xs, series, yLabel }) {
   series.forEach((s, i) => {
     const c = COLORS[i % COLORS.length]
     const pts = xs.map((x, j) => [x, s.ys[j]]).filter(([, y]) => Number.isFinite(y))
-    out.push(`<polyline fill="none" stroke="${c}" stroke-width="2" points="${pts.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ')}"/>`)
+    out.push(
+      `<polyline fill="none" stroke="${c}" stroke-width="2" points="${pts.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ')}"/>`,
+    )
     for (const [x, y] of pts) out.push(`<circle cx="${px(x).toFixed(1)}" cy="${py(y).toFixed(1)}" r="3" fill="${c}"/>`)
     out.push(`<text x="${x0 + 60}" y="${y0 + 32 + i * 12}" font-size="10" fill="${c}">${s.name}</text>`)
   })
@@ -68,7 +70,6 @@ export function writeReport(points, { quick, db, jsonl }) {
       series: [
         { name: 'getRepo RSS growth (MiB)', ys: repo.map((p) => p.getRepo.rssGrowthMiB) },
         { name: 'getRepo first byte (ms)', ys: repo.map((p) => p.getRepo.firstByteMs) },
-        
       ],
     })
   }
@@ -107,25 +108,51 @@ export function writeReport(points, { quick, db, jsonl }) {
   const svgName = `scale-${db}.svg`
   writeFileSync(path.join(BENCH, svgName), svg)
 
-  const md = [`# make bench-scale results (${db})`, '', `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: \`${path.relative(path.dirname(BENCH), jsonl)}\` (not committed). Chart: [${svgName}](${svgName}).`, '']
+  const md = [
+    `# make bench-scale results (${db})`,
+    '',
+    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: \`${path.relative(path.dirname(BENCH), jsonl)}\` (not committed). Chart: [${svgName}](${svgName}).`,
+    '',
+  ]
   if (repo.length) {
-    md.push('## Repository size', '', '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB |', '|---|---|---|---|---|---|---|')
+    md.push(
+      '## Repository size',
+      '',
+      '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB |',
+      '|---|---|---|---|---|---|---|',
+    )
     for (const p of repo) {
-      md.push(`| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}` : '-'} |`)
+      md.push(
+        `| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}` : '-'} |`,
+      )
     }
     md.push('')
   }
   if (accts.length) {
-    md.push('## Accounts', '', '| accounts | start to first answer ms | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |', '|---|---|---|---|---|---|---|')
+    md.push(
+      '## Accounts',
+      '',
+      '| accounts | start to first answer ms | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |',
+      '|---|---|---|---|---|---|---|',
+    )
     for (const p of accts) {
-      md.push(`| ${p.accounts} | ${p.startMs} | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`)
+      md.push(
+        `| ${p.accounts} | ${p.startMs} | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`,
+      )
     }
     md.push('')
   }
   if (hose.length) {
-    md.push('## Firehose (writers at 200 commits/s, one subscriber that reads nothing)', '', '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | RSS MiB | the non-reader cut off |', '|---|---|---|---|---|---|---|---|')
+    md.push(
+      '## Firehose (writers at 200 commits/s, one subscriber that reads nothing)',
+      '',
+      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | RSS MiB | the non-reader cut off |',
+      '|---|---|---|---|---|---|---|---|',
+    )
     for (const p of hose) {
-      md.push(`| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`)
+      md.push(
+        `| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`,
+      )
     }
     md.push('')
   }

@@ -69,7 +69,7 @@ export class Target {
     if (this.seeds.has(count)) return this.seeds.get(count)
     const account = await this.createAccount()
     const rkeys = []
-    for (let done = 0; done < count; ) {
+    for (let done = 0; done < count;) {
       const n = Math.min(200, count - done)
       const writes = []
       for (let i = 0; i < n; i++) {
@@ -311,9 +311,7 @@ export const SCENARIOS = [
     setup: async (t, p) => {
       const seed = await naOnNotImplemented(() => t.seed(p[size]))
       // each worker pages through the whole collection, starting at a different place
-      const cursors = Array.from({ length: 16 }, (_, w) =>
-        w === 0 ? undefined : seed.rkeys[Math.floor((w * seed.rkeys.length) / 16)],
-      )
+      const cursors = Array.from({ length: 16 }, (_, w) => (w === 0 ? undefined : seed.rkeys[Math.floor((w * seed.rkeys.length) / 16)]))
       return { seed, cursors }
     },
     run: (t, p, { seed, cursors }) =>
@@ -406,9 +404,7 @@ export const SCENARIOS = [
     setup: async (t) => {
       const [a] = await t.ensureAccounts(1)
       const buffers = Array.from({ length: 4 }, () => randomBytes(1024 * 1024))
-      await naOnNotImplemented(() =>
-        t.x.call('com.atproto.repo.uploadBlob', { token: a.accessJwt, body: buffers[0] }),
-      )
+      await naOnNotImplemented(() => t.x.call('com.atproto.repo.uploadBlob', { token: a.accessJwt, body: buffers[0] }))
       return { a, buffers }
     },
     run: (t, p, { a, buffers }) =>
@@ -608,8 +604,7 @@ export async function runScenario(t, s, p) {
   // for the firehose, ops are writes and the latencies are per delivery (lag)
   const opCount = r.ops
   const unitSeconds = r.unitSeconds ?? seconds
-  const metricValue =
-    s.metric === 'req/s' ? r.ops / seconds : s.metric === 'MB/s' ? r.units / 1e6 / unitSeconds : r.units / unitSeconds
+  const metricValue = s.metric === 'req/s' ? r.ops / seconds : s.metric === 'MB/s' ? r.units / 1e6 / unitSeconds : r.units / unitSeconds
   return {
     ...base,
     status: r.errors > 0 && r.ops === 0 ? 'failed' : 'ok',

@@ -79,7 +79,11 @@ export async function matchLogin(
     .where('did', '=', account.did)
     .execute()
   // no salt yet means no app password: hash anyway, so the answer costs the same
-  const i = await matchAppPassword(password, account.app_password_salt ?? newAppPasswordSalt(), rows.map((r) => r.password_hash))
+  const i = await matchAppPassword(
+    password,
+    account.app_password_salt ?? newAppPasswordSalt(),
+    rows.map((r) => r.password_hash),
+  )
   return i < 0 ? undefined : { name: rows[i].name, privileged: !!rows[i].privileged, at: rows[i].created_at }
 }
 

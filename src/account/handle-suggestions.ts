@@ -20,7 +20,11 @@ export async function suggestHandles(
   const labels: Suggestion[] = []
   const year = hints.birthDate?.slice(0, 4)
   if (year && /^\d{4}$/.test(year)) labels.push({ handle: withSuffix(year), method: 'birth-year' })
-  const local = hints.email?.split('@')[0]?.toLowerCase().replace(/[^a-z0-9-]/g, '').replace(/^-+|-+$/g, '')
+  const local = hints.email
+    ?.split('@')[0]
+    ?.toLowerCase()
+    .replace(/[^a-z0-9-]/g, '')
+    .replace(/^-+|-+$/g, '')
   if (local) labels.push({ handle: local.slice(0, MAX_LABEL).replace(/-+$/, ''), method: 'email' })
   for (let i = 0; i < MAX_SUGGESTIONS; i++) labels.push({ handle: withSuffix(String(randomInt(10, 10_000))), method: 'number' })
 
@@ -29,7 +33,10 @@ export async function suggestHandles(
     const handle = usable(`${label}${wanted.domain}`, domains, reserved)
     if (handle && !candidates.some((c) => c.handle === handle)) candidates.push({ handle, method })
   }
-  const taken = await takenHandles(db, candidates.map((c) => c.handle))
+  const taken = await takenHandles(
+    db,
+    candidates.map((c) => c.handle),
+  )
   return candidates.filter((c) => !taken.has(c.handle)).slice(0, MAX_SUGGESTIONS)
 }
 

@@ -12,9 +12,31 @@ const MIN_LABEL = 3
 export const MAX_LABEL = 18
 // names a visitor could mistake for the operator's own voice or infrastructure
 const RESERVED = new Set([
-  'about', 'abuse', 'admin', 'administrator', 'api', 'help', 'hostmaster', 'mail', 'moderation', 'moderator',
-  'noreply', 'no-reply', 'oauth', 'pds', 'plc', 'postmaster', 'relay', 'root', 'security',
-  'staff', 'support', 'sysadmin', 'system', 'webmaster', 'www',
+  'about',
+  'abuse',
+  'admin',
+  'administrator',
+  'api',
+  'help',
+  'hostmaster',
+  'mail',
+  'moderation',
+  'moderator',
+  'noreply',
+  'no-reply',
+  'oauth',
+  'pds',
+  'plc',
+  'postmaster',
+  'relay',
+  'root',
+  'security',
+  'staff',
+  'support',
+  'sysadmin',
+  'system',
+  'webmaster',
+  'www',
 ])
 
 export type HandleDeps = { config: Pick<Config, 'handleDomains' | 'reservedHandles'>; outbound?: OutboundGuard }
@@ -68,12 +90,7 @@ export async function validateHandle(deps: HandleDeps, input: string, did?: stri
 /** which of `handles` a live account holds (a deleted account's handle is free again) */
 export async function takenHandles(db: Store, handles: string[]): Promise<Set<string>> {
   if (!handles.length) return new Set()
-  const rows = await db
-    .selectFrom('account')
-    .select('handle')
-    .where('handle', 'in', handles)
-    .where('status', '!=', 'deleted')
-    .execute()
+  const rows = await db.selectFrom('account').select('handle').where('handle', 'in', handles).where('status', '!=', 'deleted').execute()
   return new Set(rows.map((r) => r.handle))
 }
 

@@ -73,7 +73,11 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
         .values({ did, private_key_hex: reserved.private_key_hex, public_key_multibase: reserved.public_key_multibase })
         .execute()
       // conditional: of two concurrent creations with one reservation, one gets it
-      const took = await trx.deleteFrom('reserved_signing_key').where('did', '=', did).where('private_key_hex', '=', reserved.private_key_hex).executeTakeFirst()
+      const took = await trx
+        .deleteFrom('reserved_signing_key')
+        .where('did', '=', did)
+        .where('private_key_hex', '=', reserved.private_key_hex)
+        .executeTakeFirst()
       if (!Number(took.numDeletedRows)) throw xrpcError('MissingReservedKey', 'The reserved signing key changed meanwhile; reserve again')
       const local = await latestOp(trx, did)
       const cid = await opCid(op)
@@ -97,11 +101,7 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
  * reserveSigningKey was called, else a new one) that getRecommendedDidCredentials hands out; the
  * DID's operation log stays with the PLC directory until submitPlcOperation.
  */
-export async function createServiceAuthAccount(
-  deps: Deps,
-  input: Omit<MigratingAccountInput, 'plcOp'>,
-  issuer: string,
-) {
+export async function createServiceAuthAccount(deps: Deps, input: Omit<MigratingAccountInput, 'plcOp'>, issuer: string) {
   const { db } = deps
   if (!PLC_DID.test(input.did)) throw xrpcError('InvalidRequest', 'did must be a did:plc')
   const did = input.did
@@ -120,7 +120,10 @@ export async function createServiceAuthAccount(
     await db.transaction().execute(async (trx) => {
       if (inviteCode) await useInviteCode(trx, inviteCode, did)
       await insertImported(trx, { did, handle, email, passwordHash })
-      await trx.insertInto('signing_key').values({ did, ...key }).execute()
+      await trx
+        .insertInto('signing_key')
+        .values({ did, ...key })
+        .execute()
       if (reserved) await trx.deleteFrom('reserved_signing_key').where('did', '=', did).execute()
       await storeRefreshRecord(trx, { jti: tokens.refreshJti, did, expiresAt: tokens.refreshExpiresAt })
       await identityEvent(trx, did, handle)
@@ -133,10 +136,7 @@ export async function createServiceAuthAccount(
 }
 
 /** the account row of an account that moves in: deactivated, migrating-in, no repository yet */
-export async function insertImported(
-  trx: Store,
-  a: { did: string; handle: string; email: string | null; passwordHash: string | null },
-) {
+export async function insertImported(trx: Store, a: { did: string; handle: string; email: string | null; passwordHash: string | null }) {
   await trx
     .insertInto('account')
     .values({
@@ -171,7 +171,7 @@ function checkPlcOp(raw: unknown, want: { signingKey: string; endpoint: string; 
     throw bad('verificationMethods must map names to did:key strings')
   }
   if (vm.atproto !== want.signingKey) {
-    throw xrpcError('MismatchedSigningKey', 'The operation\'s atproto key is not the key reserved on this server')
+    throw xrpcError('MismatchedSigningKey', "The operation's atproto key is not the key reserved on this server")
   }
   const svcs = op.services
   if (!svcs || typeof svcs !== 'object' || Array.isArray(svcs)) throw bad('services must be a map')

@@ -84,7 +84,11 @@ export async function inviteCodeViews(db: Store, by: { forAccount?: string; code
   const uses = await db
     .selectFrom('invite_code_use')
     .selectAll()
-    .where('code', 'in', rows.map((r) => r.code))
+    .where(
+      'code',
+      'in',
+      rows.map((r) => r.code),
+    )
     .orderBy('used_at')
     .execute()
   return rows.map((r) => ({

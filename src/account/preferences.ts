@@ -13,15 +13,8 @@ const inNamespace = (type: string) => type === PREF_NAMESPACE || type.startsWith
 const allowed = (type: string, fullAccess: boolean) => fullAccess || !FULL_ACCESS_ONLY.has(type)
 
 export async function getPreferences(db: Db, did: string, fullAccess: boolean): Promise<Pref[]> {
-  const rows = await db
-    .selectFrom('account_pref')
-    .select(['name', 'value_json'])
-    .where('did', '=', did)
-    .orderBy('id')
-    .execute()
-  return rows
-    .filter((r) => inNamespace(r.name) && allowed(r.name, fullAccess))
-    .map((r) => JSON.parse(r.value_json) as Pref)
+  const rows = await db.selectFrom('account_pref').select(['name', 'value_json']).where('did', '=', did).orderBy('id').execute()
+  return rows.filter((r) => inNamespace(r.name) && allowed(r.name, fullAccess)).map((r) => JSON.parse(r.value_json) as Pref)
 }
 
 /** replaces every preference the caller may see with `prefs`, in one transaction */

@@ -59,10 +59,7 @@ const insertRefreshRecord = prepared(
     }),
 )
 
-export async function storeRefreshRecord(
-  db: Store,
-  rec: { jti: string; did: string; expiresAt: string; appPasswordName?: string | null },
-) {
+export async function storeRefreshRecord(db: Store, rec: { jti: string; did: string; expiresAt: string; appPasswordName?: string | null }) {
   await insertRefreshRecord(db, rec.jti, rec.did, rec.expiresAt, rec.appPasswordName ?? null, new Date().toISOString())
 }
 
@@ -72,9 +69,7 @@ export async function getRefreshRecord(db: Store, jti: string) {
   return (await refreshRecord(db, jti))[0]
 }
 
-const deleteRefreshRecord = prepared((db: Store, jti: string) =>
-  db.deleteFrom('refresh_token').where('jti', '=', jti).returningAll(),
-)
+const deleteRefreshRecord = prepared((db: Store, jti: string) => db.deleteFrom('refresh_token').where('jti', '=', jti).returningAll())
 
 /** conditional delete: of concurrent callers presenting one jti, exactly one gets the row */
 export async function takeRefreshRecord(db: Store, jti: string) {

@@ -70,10 +70,9 @@ type Ctx = HandlerContext
 type Creds = { did?: string } | undefined
 
 /** the client address every per-address limit counts against (express's req.ip: PDS_TRUST_PROXY) */
-export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) =>
-  req.ip ?? req.socket.remoteAddress ?? 'unknown'
+export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) => req.ip ?? req.socket.remoteAddress ?? 'unknown'
 const ip = (ctx: Ctx) => clientAddress(ctx.req)
-const did = (ctx: Ctx) => ((ctx.auth as { credentials?: Creds } | undefined)?.credentials)?.did
+const did = (ctx: Ctx) => (ctx.auth as { credentials?: Creds } | undefined)?.credentials?.did
 const identifierOf = (v: unknown) => (typeof v === 'string' ? v : '')
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
 
@@ -146,8 +145,7 @@ export class RateLimits implements PasswordGuard {
   /** the `rateLimits` option of the XRPC server; undefined when PDS_RATE_LIMITS_ENABLED=false */
   xrpcOptions(): XrpcOptions['rateLimits'] {
     if (!this.config.rateLimitsEnabled) return undefined
-    const describe = (name: LimitName) =>
-      this.limits[name].map((w, i) => ({ name: `${name}:${i}`, ...w, calcKey: KEYS[name] }))
+    const describe = (name: LimitName) => this.limits[name].map((w, i) => ({ name: `${name}:${i}`, ...w, calcKey: KEYS[name] }))
     return {
       creator: (opts) => this.create(opts),
       global: describe('global'),
@@ -179,7 +177,11 @@ export class RateLimits implements PasswordGuard {
     const key = ip({ req } as Ctx)
     let wait: number | undefined
     for (const [i, w] of this.limits.loginAddress.entries()) {
-      const inner = (this.limiter('loginAddress', i, w) as { limiter?: { get(k: string): Promise<{ consumedPoints: number; msBeforeNext: number } | null> } }).limiter
+      const inner = (
+        this.limiter('loginAddress', i, w) as {
+          limiter?: { get(k: string): Promise<{ consumedPoints: number; msBeforeNext: number } | null> }
+        }
+      ).limiter
       const res = await inner?.get(key).catch(() => null)
       if (res && res.consumedPoints >= w.points) wait = Math.max(wait ?? 0, Math.ceil(res.msBeforeNext / 1000))
     }

@@ -98,7 +98,12 @@ export const registry = {
   'com.atproto.repo.createRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 3 },
   'com.atproto.repo.putRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 2 },
   'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 1 },
-  'com.atproto.repo.applyWrites': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: (body) => batchWritePoints(body.writes) },
+  'com.atproto.repo.applyWrites': {
+    check: 'access',
+    scope: 'transition:generic',
+    rateLimit: 'write',
+    writePoints: (body) => batchWritePoints(body.writes),
+  },
   'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
   'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'import' },
   // reads need `atproto` of an OAuth caller, writes `transition:generic`; anyone may read without a token
@@ -124,7 +129,12 @@ export const registry = {
   // identity
   'com.atproto.identity.updateHandle': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.identity.getRecommendedDidCredentials': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
-  'com.atproto.identity.requestPlcOperationSignature': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
+  'com.atproto.identity.requestPlcOperationSignature': {
+    check: 'access',
+    scope: 'transition:generic',
+    privileged: true,
+    rateLimit: 'email',
+  },
   'com.atproto.identity.signPlcOperation': { check: 'access', scope: 'transition:generic', privileged: true },
   'com.atproto.identity.submitPlcOperation': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
 
@@ -170,7 +180,10 @@ const OP_POINTS: Record<string, number> = {
 /** an applyWrites batch costs what its operations would cost one by one (at least 1) */
 function batchWritePoints(writes: unknown): number {
   if (!Array.isArray(writes)) return 1
-  return Math.max(1, writes.reduce((n: number, w) => n + (OP_POINTS[(w as { $type?: string })?.$type ?? ''] ?? 1), 0))
+  return Math.max(
+    1,
+    writes.reduce((n: number, w) => n + (OP_POINTS[(w as { $type?: string })?.$type ?? ''] ?? 1), 0),
+  )
 }
 
 /** chat reaches private messages; method ids are matched whatever their case */
@@ -207,7 +220,8 @@ function oauthMayCall(have: string[], _nsid: string): boolean {
 }
 
 /** the row of `nsid`, or undefined when it has none */
-export const rowOf = (nsid: string): Row | undefined => Object.hasOwn(registry, nsid) ? (registry as Record<string, Row>)[nsid] : undefined
+export const rowOf = (nsid: string): Row | undefined =>
+  Object.hasOwn(registry, nsid) ? (registry as Record<string, Row>)[nsid] : undefined
 
 export function rowFor(nsid: string): Row {
   const row = rowOf(nsid)

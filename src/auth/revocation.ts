@@ -29,16 +29,33 @@ export async function endAllSessions(trx: Store, did: string): Promise<void> {
 export async function endAppPasswordSessions(db: Db, did: string, name: string): Promise<void> {
   await db.transaction().execute(async (trx) => {
     // concurrent revocations queue on the account row, so none loses the other's entry
-    const row = await lockingRead(db.dialect, trx.selectFrom('account').select('revoked_app_passwords').where('did', '=', did)).executeTakeFirst()
+    const row = await lockingRead(
+      db.dialect,
+      trx.selectFrom('account').select('revoked_app_passwords').where('did', '=', did),
+    ).executeTakeFirst()
     if (!row) return
-    const gone = await trx.deleteFrom('app_password').where('did', '=', did).where('name', '=', name).returning('created_at').executeTakeFirst()
-    await trx.deleteFrom('refresh_token').where('did', '=', did).where('kind', '=', 'session').where('app_password_name', '=', name).execute()
+    const gone = await trx
+      .deleteFrom('app_password')
+      .where('did', '=', did)
+      .where('name', '=', name)
+      .returning('created_at')
+      .executeTakeFirst()
+    await trx
+      .deleteFrom('refresh_token')
+      .where('did', '=', did)
+      .where('kind', '=', 'session')
+      .where('app_password_name', '=', name)
+      .execute()
     if (!gone) return
     const now = Math.floor(Date.now() / 1000)
     // an entry is needed only while an access token minted before it could still be presented
     const kept = parse(row.revoked_app_passwords).filter((e) => e.u > now)
     kept.push({ n: name, c: gone.created_at, u: now + ACCESS_TTL_S + 60 })
-    await trx.updateTable('account').set({ revoked_app_passwords: JSON.stringify(kept) }).where('did', '=', did).execute()
+    await trx
+      .updateTable('account')
+      .set({ revoked_app_passwords: JSON.stringify(kept) })
+      .where('did', '=', did)
+      .execute()
   })
 }
 
@@ -47,7 +64,9 @@ export function isRevoked(account: RevocationState, gen: unknown, appPassword?: 
   if ((typeof gen === 'number' ? gen : 0) !== account.credential_gen) return true
   if (!appPassword || !account.revoked_app_passwords) return false
   // a token from before app passwords were told apart by creation time matches by name
-  return parse(account.revoked_app_passwords).some((e) => e.n === appPassword.name && (appPassword.at === undefined || e.c === appPassword.at))
+  return parse(account.revoked_app_passwords).some(
+    (e) => e.n === appPassword.name && (appPassword.at === undefined || e.c === appPassword.at),
+  )
 }
 
 // the column's few distinct values are parsed once each

@@ -14,10 +14,7 @@ export const SERVICE_AUTH_MAX_TTL_S = 60
 
 type Deps = Pick<Services, 'db' | 'tokenKeys'>
 
-export async function mintServiceAuth(
-  deps: Deps,
-  req: { iss: string; aud: string; lxm?: string; exp?: number },
-): Promise<string> {
+export async function mintServiceAuth(deps: Deps, req: { iss: string; aud: string; lxm?: string; exp?: number }): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   const exp = req.exp ?? now + SERVICE_AUTH_MAX_TTL_S
   if (exp <= now) throw xrpcError('BadExpiration', 'exp is in the past')

@@ -83,12 +83,7 @@ const normalizeTyp = (v: string) => {
 
 const invalid = () => xrpcError('InvalidToken', 'Token could not be verified')
 
-export async function mintPair(
-  keys: TokenKeys,
-  did: string,
-  appPassword?: AppPasswordClaim,
-  gen = 0,
-) {
+export async function mintPair(keys: TokenKeys, did: string, appPassword?: AppPasswordClaim, gen = 0) {
   const now = Math.floor(Date.now() / 1000)
   const extra = { ...(appPassword ? { app_password: appPassword } : {}), gen }
   const sign = (typ: string, scope: string, ttl: number, jti: string) =>
@@ -118,11 +113,7 @@ const VERIFIED_MAX = 10_000
 type VerifiedClaims = SessionClaims & { nbf?: number }
 
 /** verifies signature, issuer, audience, typ, scope and expiry; errors are the lexicons' names */
-export async function verifySessionToken(
-  keys: TokenKeys,
-  token: string,
-  kind: 'access' | 'refresh',
-): Promise<SessionClaims> {
+export async function verifySessionToken(keys: TokenKeys, token: string, kind: 'access' | 'refresh'): Promise<SessionClaims> {
   const verifiedAccess = keys.verifiedAccess
   const known = kind === 'access' ? verifiedAccess.get(token) : undefined
   if (known) {

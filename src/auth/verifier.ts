@@ -32,7 +32,8 @@ export type RefreshCredentials = {
   jti: string
   appPasswordName: string | null
 }
-export type Credentials = { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials | ServiceCredentials
+export type Credentials =
+  { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials | ServiceCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
 /** what a handler's `auth` is, by the check its registry row names */
@@ -146,7 +147,10 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
   const verified = await verifyOAuthToken(deps.oauth, token, 'access')
   if (!verified.ok) {
     // RFC 6750 §3: official clients refresh on this challenge and retry
-    ctx.res?.setHeader('WWW-Authenticate', `DPoP error="invalid_token", error_description="${verified.why === 'expired' ? 'Token has expired' : 'Invalid token'}"`)
+    ctx.res?.setHeader(
+      'WWW-Authenticate',
+      `DPoP error="invalid_token", error_description="${verified.why === 'expired' ? 'Token has expired' : 'Invalid token'}"`,
+    )
     throw verified.why === 'expired'
       ? xrpcError('ExpiredToken', 'Token has expired')
       : xrpcError('InvalidToken', 'Token could not be verified')

@@ -47,7 +47,10 @@ class Xrpc {
     readonly url: string,
     public token?: string,
   ) {}
-  async call(nsid: string, opts: { params?: Record<string, string>; body?: unknown; raw?: Uint8Array; type?: string; token?: string; post?: boolean } = {}) {
+  async call(
+    nsid: string,
+    opts: { params?: Record<string, string>; body?: unknown; raw?: Uint8Array; type?: string; token?: string; post?: boolean } = {},
+  ) {
     const qs = opts.params ? '?' + new URLSearchParams(opts.params) : ''
     const token = opts.token ?? this.token
     const post = opts.post || opts.body !== undefined || opts.raw !== undefined
@@ -55,7 +58,11 @@ class Xrpc {
       method: post ? 'POST' : 'GET',
       headers: {
         ...(token ? { authorization: `Bearer ${token}` } : {}),
-        ...(opts.raw ? { 'content-type': opts.type ?? 'application/octet-stream' } : opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...(opts.raw
+          ? { 'content-type': opts.type ?? 'application/octet-stream' }
+          : opts.body !== undefined
+            ? { 'content-type': 'application/json' }
+            : {}),
       },
       body: opts.raw ?? (opts.body !== undefined ? JSON.stringify(opts.body) : undefined),
       signal: AbortSignal.timeout(120_000),
@@ -126,10 +133,14 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   const destEndpoint = await serviceEndpoint(dest.url)
   let flow = opts.flow
   if (!flow) {
-    const spec = (await origin.serves('com.atproto.server.requestAccountMigrate', true)) && (await dest.serves('com.atproto.sync.listMissingBlobs', false))
+    const spec =
+      (await origin.serves('com.atproto.server.requestAccountMigrate', true)) &&
+      (await dest.serves('com.atproto.sync.listMissingBlobs', false))
     flow = spec ? 'spec' : 'standard'
   }
-  io.log(`      ${did}: ${flow === 'spec' ? 'both servers serve the reserved-key migration flow (--flow spec)' : 'standard atproto migration'}`)
+  io.log(
+    `      ${did}: ${flow === 'spec' ? 'both servers serve the reserved-key migration flow (--flow spec)' : 'standard atproto migration'}`,
+  )
   const originStatus = (await origin.ok('com.atproto.server.checkAccountStatus')).json
   // a deactivated origin (a rerun after the last steps) no longer lists its blobs
   const originBlobs = (await countBlobs(origin, did).catch(() => undefined)) ?? originStatus.expectedBlobs
@@ -151,7 +162,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
       await origin.ok('com.atproto.identity.signPlcOperation', {
         body: {
           token,
-          verificationMethods: { atproto: reserved.signingKey.startsWith('did:key:') ? reserved.signingKey : `did:key:${reserved.signingKey}` },
+          verificationMethods: {
+            atproto: reserved.signingKey.startsWith('did:key:') ? reserved.signingKey : `did:key:${reserved.signingKey}`,
+          },
           services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: destEndpoint } },
           ...(opts.newHandle ? { alsoKnownAs: [`at://${handle}`] } : {}),
         },
@@ -163,7 +176,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     })
     dest.token = created.json.accessJwt
   } else {
-    const svc = (await origin.ok('com.atproto.server.getServiceAuth', { params: { aud: destDid, lxm: 'com.atproto.server.createAccount' } })).json
+    const svc = (
+      await origin.ok('com.atproto.server.getServiceAuth', { params: { aud: destDid, lxm: 'com.atproto.server.createAccount' } })
+    ).json
     const created = await dest.ok('com.atproto.server.createAccount', {
       token: svc.token,
       body: { did, handle, email, password: opts.password, ...(opts.inviteCode ? { inviteCode: opts.inviteCode } : {}) },
@@ -278,7 +293,8 @@ async function countBlobs(server: Xrpc, did: string, token?: string): Promise<nu
   let n = 0
   let cursor: string | undefined
   for (let i = 0; i < 10_000; i++) {
-    const page = (await server.ok('com.atproto.sync.listBlobs', { params: { did, limit: '1000', ...(cursor ? { cursor } : {}) }, token })).json
+    const page = (await server.ok('com.atproto.sync.listBlobs', { params: { did, limit: '1000', ...(cursor ? { cursor } : {}) }, token }))
+      .json
     n += page.cids.length
     cursor = page.cursor
     if (!cursor || !page.cids.length) break

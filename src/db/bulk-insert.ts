@@ -13,7 +13,13 @@ const MAX_PARAMS = 30_000
 const MAX_ROWS = 256
 
 /** inserts rows given flat, `columns.length` values per row, in order */
-export async function bulkInsert(db: Store, dialect: Dialect, table: string, columns: readonly string[], values: readonly unknown[]): Promise<void> {
+export async function bulkInsert(
+  db: Store,
+  dialect: Dialect,
+  table: string,
+  columns: readonly string[],
+  values: readonly unknown[],
+): Promise<void> {
   const width = columns.length
   if (values.length % width !== 0) throw new Error(`bulkInsert: ${values.length} values do not make rows of ${width}`)
   const per = Math.max(1, Math.min(MAX_ROWS, Math.floor(MAX_PARAMS / width)))

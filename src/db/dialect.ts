@@ -52,7 +52,9 @@ export async function advisoryLockByName(db: Store, name: string): Promise<void>
 export async function tryExclusiveByName<T>(db: Kysely<Schema>, name: string, fn: () => Promise<T>): Promise<T | undefined> {
   if (dialectOf(db) !== 'postgres') return fn()
   return db.connection().execute(async (conn) => {
-    const got = await sql<{ ok: boolean }>`select pg_try_advisory_lock(hashtextextended(${name} || ':' || current_schema(), 0)) as ok`.execute(conn)
+    const got = await sql<{
+      ok: boolean
+    }>`select pg_try_advisory_lock(hashtextextended(${name} || ':' || current_schema(), 0)) as ok`.execute(conn)
     if (!got.rows[0]?.ok) return undefined
     try {
       return await fn()

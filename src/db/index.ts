@@ -43,7 +43,30 @@ export type Db = Kysely<Schema> & {
   snapshot: () => Promise<Snapshot>
 }
 // Store is imported from schema.ts itself: one module names it
-export type { AccountStatus, MigrationState, AccountTable, RefreshTokenTable, PlcOperationTable, SigningKeyTable, EventTable, OAuthRequestTable, OAuthCodeTable, AppPasswordTable, EmailTokenPurpose, EmailTokenTable, InviteCodeTable, InviteCodeUseTable, RepoRootTable, RepoBlockTable, RecordTable, RecordBlobTable, BlobTable, ReservedSigningKeyTable, AccountPrefTable, Schema } from './schema.js'
+export type {
+  AccountStatus,
+  MigrationState,
+  AccountTable,
+  RefreshTokenTable,
+  PlcOperationTable,
+  SigningKeyTable,
+  EventTable,
+  OAuthRequestTable,
+  OAuthCodeTable,
+  AppPasswordTable,
+  EmailTokenPurpose,
+  EmailTokenTable,
+  InviteCodeTable,
+  InviteCodeUseTable,
+  RepoRootTable,
+  RepoBlockTable,
+  RecordTable,
+  RecordBlobTable,
+  BlobTable,
+  ReservedSigningKeyTable,
+  AccountPrefTable,
+  Schema,
+} from './schema.js'
 
 const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Promise<void> }> = {
   '001-init': m001,

@@ -36,4 +36,3 @@ export const inList = (n: number) => cached(`in:${n}`, () => `(${Array(n).fill('
 
 /** rows changed by an INSERT, UPDATE or DELETE */
 export const changed = (res: QueryResult<unknown>) => Number(res.numAffectedRows ?? 0)
-

@@ -100,12 +100,7 @@ export interface AppPasswordTable {
   created_at: string
 }
 
-export type EmailTokenPurpose =
-  | 'confirm-email'
-  | 'update-email'
-  | 'reset-password'
-  | 'delete-account'
-  | 'plc-operation-signature'
+export type EmailTokenPurpose = 'confirm-email' | 'update-email' | 'reset-password' | 'delete-account' | 'plc-operation-signature'
 
 export interface EmailTokenTable {
   did: string

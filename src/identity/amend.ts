@@ -46,7 +46,9 @@ export async function setHandle(db: Db, did: string, handle: string, deps: Amend
 
 /** names `signingKey` (a did:key) as the DID's atproto verification method */
 export async function setSigningKey(db: Db, did: string, signingKey: string, handle: string, deps: AmendDeps) {
-  await db.transaction().execute((trx) =>
-    amendPlcOp(trx, did, deps, (prev) => ({ verificationMethods: { ...prev.verificationMethods, atproto: signingKey } }), handle),
-  )
+  await db
+    .transaction()
+    .execute((trx) =>
+      amendPlcOp(trx, did, deps, (prev) => ({ verificationMethods: { ...prev.verificationMethods, atproto: signingKey } }), handle),
+    )
 }

@@ -10,14 +10,8 @@ import type { Store } from '../db/schema.js'
 /** about 1 KiB each */
 const MAX_ENTRIES = 4096
 
-
 const newestOp = prepared((db: Store, did: string) =>
-  db
-    .selectFrom('plc_operation')
-    .select(['cid', 'operation'])
-    .where('did', '=', did)
-    .orderBy('seq', 'desc')
-    .limit(sql.lit(1)),
+  db.selectFrom('plc_operation').select(['cid', 'operation']).where('did', '=', did).orderBy('seq', 'desc').limit(sql.lit(1)),
 )
 
 const docs = new Map<string, { cid: string; doc: DidDocument }>()

@@ -50,7 +50,11 @@ export async function resolveHandleDid(deps: Deps, input: string, opts: { fresh?
  * The DID the network says `handle` names (DNS, then the well-known file), or undefined. `fresh`
  * skips the cache: proving a handle for an account must see the record as it is now.
  */
-export async function resolveExternalHandle(outbound: OutboundGuard, input: string, opts: { fresh?: boolean } = {}): Promise<string | undefined> {
+export async function resolveExternalHandle(
+  outbound: OutboundGuard,
+  input: string,
+  opts: { fresh?: boolean } = {},
+): Promise<string | undefined> {
   const handle = normalizeHandle(input)
   // names the network never resolves (.local, .invalid, .onion, ...) are not looked up
   if (!isValidHandle(handle) || !isValidTld(handle)) return undefined

@@ -36,8 +36,7 @@ export async function hostedDidDocument({ db, config }: Pick<Deps, 'db' | 'confi
   const account = await db.selectFrom('account').select('status').where('did', '=', did).executeTakeFirst()
   if (!account || account.status === 'deleted') throw xrpcError('DidNotFound', `DID not found: ${did}`)
   if (account.status === 'takendown') throw xrpcError('DidDeactivated', `DID is deactivated: ${did}`)
-  const doc =
-    config.plcUrl && did.startsWith('did:plc:') ? await resolveFromDirectory(config.plcUrl, did) : await didDocFor(db, did)
+  const doc = config.plcUrl && did.startsWith('did:plc:') ? await resolveFromDirectory(config.plcUrl, did) : await didDocFor(db, did)
   if (!doc) throw xrpcError('DidNotFound', `DID not found: ${did}`)
   return doc
 }

@@ -36,7 +36,6 @@ export async function opCid(op: SignedPlcOp): Promise<string> {
   return CID.createV1(dagCbor.code, await sha256.digest(bytes)).toString()
 }
 
-
 export async function appendOp(db: Store, did: string, seq: number, op: SignedPlcOp) {
   await db
     .insertInto('plc_operation')

@@ -76,7 +76,11 @@ export function buildRequest(p: Provider, mail: Mail, now = new Date()): Outgoin
         },
       })
       const headers = { 'content-type': 'application/json' }
-      const signed = signV4({ method: 'POST', url, headers, body }, { accessKeyId, secretAccessKey, region: sesRegion(p), service: 'ses' }, now)
+      const signed = signV4(
+        { method: 'POST', url, headers, body },
+        { accessKeyId, secretAccessKey, region: sesRegion(p), service: 'ses' },
+        now,
+      )
       return { url, headers: { ...headers, ...signed }, body }
     }
   }

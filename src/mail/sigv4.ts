@@ -14,7 +14,10 @@ export function signV4(
   { contentHashHeader = true } = {},
 ): Record<string, string> {
   const url = new URL(req.url)
-  const amzDate = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')
+  const amzDate = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '')
   const day = amzDate.slice(0, 8)
   const payloadHash = sha256hex(req.body)
   const headers: Record<string, string> = { ...lower(req.headers), host: url.host, 'x-amz-date': amzDate }
@@ -27,7 +30,11 @@ export function signV4(
     .sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0))
     .map(([k, v]) => `${k}=${v}`)
     .join('&')
-  const path = url.pathname.split('/').map((s) => encode(decodeURIComponent(s))).join('/') || '/'
+  const path =
+    url.pathname
+      .split('/')
+      .map((s) => encode(decodeURIComponent(s)))
+      .join('/') || '/'
   const canonical = [req.method, path, query, canonicalHeaders, signedHeaders, payloadHash].join('\n')
   const scope = `${day}/${cred.region}/${cred.service}/aws4_request`
   const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, sha256hex(canonical)].join('\n')

@@ -4,13 +4,13 @@ import type { Mail } from './index.js'
 
 type Message = Pick<Mail, 'subject' | 'text'>
 
-const footer = (hours: string) =>
-  `\n\nThe code works once and expires in ${hours}. If you did not ask for it, ignore this message.\n`
+const footer = (hours: string) => `\n\nThe code works once and expires in ${hours}. If you did not ask for it, ignore this message.\n`
 
 export function confirmEmailMail(token: string, handle: string): Message {
   return {
     subject: 'Confirm your email address',
-    text: `Hello @${handle},\n\nTo confirm this email address for your account, enter this code in your app:\n\n${token}` + footer('24 hours'),
+    text:
+      `Hello @${handle},\n\nTo confirm this email address for your account, enter this code in your app:\n\n${token}` + footer('24 hours'),
   }
 }
 
@@ -27,7 +27,8 @@ export function updateEmailMail(token: string, handle: string, newEmail?: string
 export function resetPasswordMail(token: string, handle: string): Message {
   return {
     subject: 'Reset your password',
-    text: `Hello @${handle},\n\nTo choose a new password for your account, enter this reset code in your app:\n\n${token}` + footer('1 hour'),
+    text:
+      `Hello @${handle},\n\nTo choose a new password for your account, enter this reset code in your app:\n\n${token}` + footer('1 hour'),
   }
 }
 

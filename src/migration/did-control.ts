@@ -18,7 +18,10 @@ type Deps = { db: Store; config: Pick<Config, 'plcUrl' | 'publicUrl'> }
  */
 export async function provePlcOp({ db, config }: Deps, did: string, op: SignedPlcOp): Promise<'current' | 'signed'> {
   const unproven = (why: string) =>
-    xrpcError('InvalidRequest', `plcOp does not prove control of ${did}: ${why}; send the operation the PLC directory holds, one signed by a current rotation key over its newest operation, or a service auth token from the DID's current key`)
+    xrpcError(
+      'InvalidRequest',
+      `plcOp does not prove control of ${did}: ${why}; send the operation the PLC directory holds, one signed by a current rotation key over its newest operation, or a service auth token from the DID's current key`,
+    )
   const head = config.plcUrl ? await lastFromDirectory(config.plcUrl, did) : (await latestOp(db, did))?.op
   if (!head) {
     throw unproven(config.plcUrl ? 'the PLC directory does not know the DID' : 'this server has no PLC directory to check it against')
@@ -54,6 +57,9 @@ export async function checkDocNamesUs({ db, config }: Deps, did: string): Promis
     missing.push("its #atproto verification method is not this account's signing key here")
   }
   if (missing.length) {
-    throw xrpcError('InvalidRequest', `The DID document of ${did} does not name this server yet: ${missing.join('; ')}. Update the DID first.`)
+    throw xrpcError(
+      'InvalidRequest',
+      `The DID document of ${did} does not name this server yet: ${missing.join('; ')}. Update the DID first.`,
+    )
   }
 }

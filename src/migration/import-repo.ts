@@ -149,7 +149,12 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
         for (const blob of row.leaf.blobs) refRows.push(did, blob, uri)
         if (small) ops.push({ action: 'create', path: row.leaf.path, cid: parseCid(cid) })
       }
-      if (blockRows.length >= BATCH_ROWS * 5 || recordRows.length >= BATCH_ROWS * 7 || refRows.length >= BATCH_ROWS * 3 || batchBytes >= BATCH_BYTES) {
+      if (
+        blockRows.length >= BATCH_ROWS * 5 ||
+        recordRows.length >= BATCH_ROWS * 7 ||
+        refRows.length >= BATCH_ROWS * 3 ||
+        batchBytes >= BATCH_BYTES
+      ) {
         await flush()
       }
     }
@@ -176,7 +181,15 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     await deps.hooks?.afterRecordsIndexed?.(did)
 
     const event = small
-      ? await appendCommitOrSync(trx, { did, rev, since: before?.rev ?? null, commit: parseCid(commitCid), blocks: eventBlocks, ops, prevData: before ? await emptyTreeCid() : null })
+      ? await appendCommitOrSync(trx, {
+          did,
+          rev,
+          since: before?.rev ?? null,
+          commit: parseCid(commitCid),
+          blocks: eventBlocks,
+          ops,
+          prevData: before ? await emptyTreeCid() : null,
+        })
       : { type: 'sync', seq: await appendSyncEvent(trx, did, rev, parseCid(commitCid), commitBytes) }
     return { commit: { cid: commitCid, rev }, records: recordCount, blocks: blockCount, event: event.type }
   })
@@ -242,8 +255,8 @@ async function checkSignature(deps: Deps, did: string, commit: Commit, reserved:
   throw xrpcError(
     'InvalidRequest',
     deps.config.plcUrl
-      ? 'The commit signature matches neither the reserved key nor any key of the DID\'s log'
-      : 'The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID\'s previous keys',
+      ? "The commit signature matches neither the reserved key nor any key of the DID's log"
+      : "The commit is not signed by the reserved key, and without a PLC directory (PDS_DID_PLC_URL) this server cannot learn the DID's previous keys",
   )
 }
 
@@ -288,7 +301,7 @@ function decodeCommit(bytes: Uint8Array): Commit {
     throw xrpcError('InvalidRequest', 'The root block is not a signed version 3 commit')
   }
   // a v3 commit carries `prev`, null or a link (@atproto/repo's commit schema)
-  if (!(c.prev === null || isCid(c.prev))) throw xrpcError('InvalidRequest', 'The commit\'s prev is neither null nor a CID')
+  if (!(c.prev === null || isCid(c.prev))) throw xrpcError('InvalidRequest', "The commit's prev is neither null nor a CID")
   if (!isValidTid(c.rev)) throw xrpcError('InvalidRequest', `The commit's rev is not a TID: ${c.rev}`)
   return c as Commit
 }
@@ -321,4 +334,3 @@ function addKeys(keys: Set<string>, op: any) {
   const k = op.verificationMethods?.atproto ?? op.signingKey
   if (typeof k === 'string' && k.startsWith('did:key:')) keys.add(k)
 }
-

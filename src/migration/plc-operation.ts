@@ -43,7 +43,10 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
   const did = account.did
   const wanted = requestedHandle(fields, account)
   // looked up before the transaction, so no lock waits on the network
-  const resolved = wanted && !onServiceDomain(wanted, config.handleDomains) ? await resolveExternalHandle(deps.outbound, wanted, { fresh: true }) : undefined
+  const resolved =
+    wanted && !onServiceDomain(wanted, config.handleDomains)
+      ? await resolveExternalHandle(deps.outbound, wanted, { fresh: true })
+      : undefined
   try {
     return await db.transaction().execute(async (trx) => {
       if (!(await consumeEmailToken(trx, did, 'plc-operation-signature', input.token!))) {

@@ -93,16 +93,24 @@ export class OutboundGuard {
     const family = isIP(host)
     if (family) return [{ address: host, family }]
     // RFC 6761: these names are this machine and never go to DNS
-    if (/(^|\.)localhost\.?$/i.test(host)) return [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }]
+    if (/(^|\.)localhost\.?$/i.test(host))
+      return [
+        { address: '127.0.0.1', family: 4 },
+        { address: '::1', family: 6 },
+      ]
     const resolver = this.resolver
     if (!resolver) {
-      return new Promise((resolve, reject) =>
-        systemLookup(host, { all: true }, (err, list) => (err ? reject(err) : resolve(list))),
-      )
+      return new Promise((resolve, reject) => systemLookup(host, { all: true }, (err, list) => (err ? reject(err) : resolve(list))))
     }
     const [v4, v6] = await Promise.all([
-      resolver.resolve4(host).then((l) => l.map((address) => ({ address, family: 4 })), () => []),
-      resolver.resolve6(host).then((l) => l.map((address) => ({ address, family: 6 })), () => []),
+      resolver.resolve4(host).then(
+        (l) => l.map((address) => ({ address, family: 4 })),
+        () => [],
+      ),
+      resolver.resolve6(host).then(
+        (l) => l.map((address) => ({ address, family: 6 })),
+        () => [],
+      ),
     ])
     return [...v4, ...v6]
   }

@@ -113,13 +113,13 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
   const m = json as Record<string, unknown>
   if (m.client_id !== clientId) throw new ClientError('client metadata client_id does not match its URL')
   const strings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string')
-  if (!strings(m.redirect_uris) || !(m.redirect_uris).length) {
+  if (!strings(m.redirect_uris) || !m.redirect_uris.length) {
     throw new ClientError('client metadata needs redirect_uris')
   }
-  if (m.grant_types !== undefined && (!strings(m.grant_types) || !(m.grant_types).includes('authorization_code'))) {
+  if (m.grant_types !== undefined && (!strings(m.grant_types) || !m.grant_types.includes('authorization_code'))) {
     throw new ClientError('client metadata grant_types must include authorization_code')
   }
-  if (m.response_types !== undefined && (!strings(m.response_types) || !(m.response_types).includes('code'))) {
+  if (m.response_types !== undefined && (!strings(m.response_types) || !m.response_types.includes('code'))) {
     throw new ClientError('client metadata response_types must include code')
   }
   if (m.dpop_bound_access_tokens !== true) throw new ClientError('client metadata must set dpop_bound_access_tokens')
@@ -141,7 +141,8 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
       (r.protocol === 'http:' && (r.hostname === '127.0.0.1' || r.hostname === '[::1]')) ||
       (r.protocol === 'http:' && allowLoopbackHttp && isLoopbackHost(r.hostname) && r.hostname === clientUrl.hostname) ||
       // native apps: a private-use scheme, the client's host reversed (RFC 8252 §7.1)
-      (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(r.protocol) && r.protocol.slice(0, -1) === clientUrl.hostname.split('.').reverse().join('.'))
+      (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/.test(r.protocol) &&
+        r.protocol.slice(0, -1) === clientUrl.hostname.split('.').reverse().join('.'))
     if (!ok) throw new ClientError(`redirect_uri ${uri} is not allowed for this client`)
   }
   return {

@@ -134,7 +134,12 @@ function verifyEs256(proof: string, header: Record<string, unknown>, jwk: JWK): 
   const sig = proof.slice(dot + 1)
   if (!SIG_64.test(sig)) return false
   try {
-    return verifySig('sha256', Buffer.from(proof.slice(0, dot)), { key: p256Key(jwk.x, jwk.y), dsaEncoding: 'ieee-p1363' }, Buffer.from(sig, 'base64url'))
+    return verifySig(
+      'sha256',
+      Buffer.from(proof.slice(0, dot)),
+      { key: p256Key(jwk.x, jwk.y), dsaEncoding: 'ieee-p1363' },
+      Buffer.from(sig, 'base64url'),
+    )
   } catch {
     return false
   }

@@ -7,11 +7,7 @@ import { base64url, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, ty
 
 const utf8 = new TextEncoder()
 
-export async function signEs256k(
-  keypair: Keypair,
-  header: Record<string, unknown>,
-  payload: Record<string, unknown>,
-): Promise<string> {
+export async function signEs256k(keypair: Keypair, header: Record<string, unknown>, payload: Record<string, unknown>): Promise<string> {
   const input = `${base64url.encode(JSON.stringify({ ...header, alg: 'ES256K' }))}.${base64url.encode(JSON.stringify(payload))}`
   const sig = await keypair.sign(utf8.encode(input))
   return `${input}.${base64url.encode(sig)}`

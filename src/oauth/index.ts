@@ -15,8 +15,7 @@ export type OAuthServices = Issuer & {
 
 export async function createOAuthServices(config: Config, outbound: OutboundGuard): Promise<OAuthServices> {
   const key = await loadOAuthKey(config.secrets.oauthSigningKey)
-  const replay: ReplayStore =
-    config.dpopReplayStore === 'redis' ? new RedisReplayStore(config.redisUrl!) : new MemoryReplayStore()
+  const replay: ReplayStore = config.dpopReplayStore === 'redis' ? new RedisReplayStore(config.redisUrl!) : new MemoryReplayStore()
   const clients = new ClientResolver(outbound)
   return {
     key,

@@ -8,8 +8,7 @@ const SCOPE_WORDS: Record<string, string> = {
     'Act on your account: read and write your posts, likes, follows and other records, upload files, and change account settings',
 }
 
-const esc = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
+const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 
 export function describeScopes(scope: string): string[] {
   return scope

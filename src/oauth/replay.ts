@@ -119,7 +119,10 @@ function range(from: number, to: number): number[] {
  */
 export class RedisReplayStore implements ReplayStore {
   private redis: Redis
-  constructor(url: string, private prefix = 'pds:dpop:jti:') {
+  constructor(
+    url: string,
+    private prefix = 'pds:dpop:jti:',
+  ) {
     // a command waits for a reconnect a little (a blip), then fails: never longer than 2 s
     // ioredis (~20 MiB) loads only when a Redis store is configured
     const { Redis: RedisClient } = createRequire(import.meta.url)('ioredis') as typeof import('ioredis')

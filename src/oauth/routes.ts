@@ -96,47 +96,55 @@ export function oauthRoutes(deps: Deps): Router {
       throw err
     })
 
-  r.post('/oauth/par', form, handle(async (req, res) => {
-    const p = params(req.body)
-    const client = await resolveClient(need(p, 'client_id'))
-    if (need(p, 'response_type') !== 'code') throw new OAuthError(400, 'unsupported_response_type', 'response_type must be code')
-    const redirectUri = need(p, 'redirect_uri')
-    if (!redirectAllowed(client, redirectUri)) throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
-    const scope = checkScope(need(p, 'scope'), client)
-    const state = need(p, 'state')
-    if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
-    const challenge = need(p, 'code_challenge')
-    if (need(p, 'code_challenge_method') !== 'S256') throw new OAuthError(400, 'invalid_request', 'code_challenge_method must be S256')
-    if (!/^[A-Za-z0-9_-]{43}$/.test(challenge)) throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
-    if (p.response_mode !== undefined && p.response_mode !== 'query') throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
-    if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
-    // the key comes from a dpop_jkt parameter or a DPoP proof; both must agree; one is required. The
-    // proof's jti is not recorded: replaying it gains nothing that naming its key in dpop_jkt
-    // would not, and recording would let anyone fill the replay store with fresh keys.
-    let jkt = p.dpop_jkt
-    if (req.headers.dpop !== undefined) {
-      const proof = await dpopFor(req)
-      if (jkt !== undefined && jkt !== proof.jkt) throw new OAuthError(400, 'invalid_request', 'dpop_jkt does not match the DPoP proof key')
-      jkt = proof.jkt
-    }
-    if (!jkt) throw new OAuthError(400, 'invalid_request', 'dpop_jkt or a DPoP proof is required')
-    if (!/^[A-Za-z0-9_-]{43}$/.test(jkt)) throw new OAuthError(400, 'invalid_request', 'dpop_jkt must be a JWK SHA-256 thumbprint')
+  r.post(
+    '/oauth/par',
+    form,
+    handle(async (req, res) => {
+      const p = params(req.body)
+      const client = await resolveClient(need(p, 'client_id'))
+      if (need(p, 'response_type') !== 'code') throw new OAuthError(400, 'unsupported_response_type', 'response_type must be code')
+      const redirectUri = need(p, 'redirect_uri')
+      if (!redirectAllowed(client, redirectUri))
+        throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
+      const scope = checkScope(need(p, 'scope'), client)
+      const state = need(p, 'state')
+      if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
+      const challenge = need(p, 'code_challenge')
+      if (need(p, 'code_challenge_method') !== 'S256') throw new OAuthError(400, 'invalid_request', 'code_challenge_method must be S256')
+      if (!/^[A-Za-z0-9_-]{43}$/.test(challenge))
+        throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
+      if (p.response_mode !== undefined && p.response_mode !== 'query')
+        throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
+      if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
+      // the key comes from a dpop_jkt parameter or a DPoP proof; both must agree; one is required. The
+      // proof's jti is not recorded: replaying it gains nothing that naming its key in dpop_jkt
+      // would not, and recording would let anyone fill the replay store with fresh keys.
+      let jkt = p.dpop_jkt
+      if (req.headers.dpop !== undefined) {
+        const proof = await dpopFor(req)
+        if (jkt !== undefined && jkt !== proof.jkt)
+          throw new OAuthError(400, 'invalid_request', 'dpop_jkt does not match the DPoP proof key')
+        jkt = proof.jkt
+      }
+      if (!jkt) throw new OAuthError(400, 'invalid_request', 'dpop_jkt or a DPoP proof is required')
+      if (!/^[A-Za-z0-9_-]{43}$/.test(jkt)) throw new OAuthError(400, 'invalid_request', 'dpop_jkt must be a JWK SHA-256 thumbprint')
 
-    const requestUri = REQUEST_URI_PREFIX + randomId()
-    await store.saveRequest(db, {
-      request_uri: requestUri,
-      client_id: client.client_id,
-      redirect_uri: redirectUri,
-      scope,
-      state,
-      code_challenge: challenge,
-      code_challenge_method: 'S256',
-      dpop_jkt: jkt,
-      login_hint: p.login_hint || null,
-      expires_at: later(PAR_TTL_S),
-    })
-    res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
-  }))
+      const requestUri = REQUEST_URI_PREFIX + randomId()
+      await store.saveRequest(db, {
+        request_uri: requestUri,
+        client_id: client.client_id,
+        redirect_uri: redirectUri,
+        scope,
+        state,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+        dpop_jkt: jkt,
+        login_hint: p.login_hint || null,
+        expires_at: later(PAR_TTL_S),
+      })
+      res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
+    }),
+  )
 
   const pendingRequest = async (req: Request) => {
     const requestUri = typeof req.query.request_uri === 'string' ? req.query.request_uri : undefined
@@ -149,7 +157,12 @@ export function oauthRoutes(deps: Deps): Router {
     res
       .status(400)
       .type('html')
-      .send(messagePage('Sign-in request expired', 'This sign-in request is unknown or has expired. Go back to the application and start again.'))
+      .send(
+        messagePage(
+          'Sign-in request expired',
+          'This sign-in request is unknown or has expired. Go back to the application and start again.',
+        ),
+      )
 
   const renderPage = async (
     req: Request,
@@ -187,82 +200,93 @@ export function oauthRoutes(deps: Deps): Router {
       )
   }
 
-  r.get('/oauth/authorize', handle(async (req, res) => {
-    const row = await pendingRequest(req)
-    if (!row) return expired(res)
-    const csrf = randomId()
-    res.setHeader('Set-Cookie', csrfCookie(csrf, config.publicUrl))
-    await renderPage(req, res, row, csrf, { handle: row.login_hint ?? undefined })
-  }))
+  r.get(
+    '/oauth/authorize',
+    handle(async (req, res) => {
+      const row = await pendingRequest(req)
+      if (!row) return expired(res)
+      const csrf = randomId()
+      res.setHeader('Set-Cookie', csrfCookie(csrf, config.publicUrl))
+      await renderPage(req, res, row, csrf, { handle: row.login_hint ?? undefined })
+    }),
+  )
 
-  r.post('/oauth/authorize', form, handle(async (req, res) => {
-    const body = params(req.body)
-    const row = await pendingRequest(req)
-    if (!row) return expired(res)
-    const cookie = readCookie(req.headers.cookie, CSRF_COOKIE)
-    if (!cookie || !body.csrf_token || !sameString(cookie, body.csrf_token)) {
-      return res
-        .status(403)
-        .type('html')
-        .send(messagePage('Form expired', 'This sign-in form is no longer valid. Reload the page and try again.'))
-    }
-    const redirect = new URL(row.redirect_uri)
-    redirect.searchParams.set('state', row.state)
-    redirect.searchParams.set('iss', oauth.issuer)
-
-    if (body.action === 'deny') {
-      await store.dropRequest(db, row.request_uri)
-      redirect.searchParams.set('error', 'access_denied')
-      redirect.searchParams.set('error_description', 'The user denied access')
-      return res.redirect(302, redirect.href)
-    }
-    if (body.action !== 'allow') return renderPage(req, res, row, cookie, { status: 400, error: 'Choose Authorize or Deny.' })
-
-    const handleInput = (body.handle ?? '').trim()
-    // the same budgets as createSession (per account and per address, before any hashing); the main
-    // password only: an app password must not mint tokens with wider scopes than it has itself
-    const result = await login(db, {
-      identifier: handleInput,
-      password: body.password ?? '',
-      appPasswords: false,
-      budget: { guard: passwords, req },
-    })
-    if (!result.ok) {
-      if (result.why === 'rateLimited') {
-        const wait = result.retryAfterS
-        return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
+  r.post(
+    '/oauth/authorize',
+    form,
+    handle(async (req, res) => {
+      const body = params(req.body)
+      const row = await pendingRequest(req)
+      if (!row) return expired(res)
+      const cookie = readCookie(req.headers.cookie, CSRF_COOKIE)
+      if (!cookie || !body.csrf_token || !sameString(cookie, body.csrf_token)) {
+        return res
+          .status(403)
+          .type('html')
+          .send(messagePage('Form expired', 'This sign-in form is no longer valid. Reload the page and try again.'))
       }
-      const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
-      return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
-    }
+      const redirect = new URL(row.redirect_uri)
+      redirect.searchParams.set('state', row.state)
+      redirect.searchParams.set('iss', oauth.issuer)
 
-    const code = randomId(32)
-    // the PAR record is single use: of two concurrent sign-ins one wins
-    if (!(await store.issueCode(db, row, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
-    res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
-    redirect.searchParams.set('code', code)
-    res.redirect(302, redirect.href)
-  }))
+      if (body.action === 'deny') {
+        await store.dropRequest(db, row.request_uri)
+        redirect.searchParams.set('error', 'access_denied')
+        redirect.searchParams.set('error_description', 'The user denied access')
+        return res.redirect(302, redirect.href)
+      }
+      if (body.action !== 'allow') return renderPage(req, res, row, cookie, { status: 400, error: 'Choose Authorize or Deny.' })
 
-  r.post('/oauth/token', form, handle(async (req, res) => {
-    const p = params(req.body)
-    const grant = need(p, 'grant_type')
-    if (grant !== 'authorization_code' && grant !== 'refresh_token') {
-      throw new OAuthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token')
-    }
-    // first, for both grants: the DPoP proof, against POST and this URL
-    const proof = await dpopFor(req)
-    const out = grant === 'authorization_code' ? await codeGrant(p, proof) : await refreshGrant(p, proof)
-    res.setHeader('Cache-Control', 'no-store')
-    res.json({
-      access_token: out.access,
-      token_type: 'DPoP',
-      expires_in: OAUTH_ACCESS_TTL_S,
-      refresh_token: out.refresh,
-      scope: out.scope,
-      sub: out.sub,
-    })
-  }))
+      const handleInput = (body.handle ?? '').trim()
+      // the same budgets as createSession (per account and per address, before any hashing); the main
+      // password only: an app password must not mint tokens with wider scopes than it has itself
+      const result = await login(db, {
+        identifier: handleInput,
+        password: body.password ?? '',
+        appPasswords: false,
+        budget: { guard: passwords, req },
+      })
+      if (!result.ok) {
+        if (result.why === 'rateLimited') {
+          const wait = result.retryAfterS
+          return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
+        }
+        const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
+        return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
+      }
+
+      const code = randomId(32)
+      // the PAR record is single use: of two concurrent sign-ins one wins
+      if (!(await store.issueCode(db, row, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
+      res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
+      redirect.searchParams.set('code', code)
+      res.redirect(302, redirect.href)
+    }),
+  )
+
+  r.post(
+    '/oauth/token',
+    form,
+    handle(async (req, res) => {
+      const p = params(req.body)
+      const grant = need(p, 'grant_type')
+      if (grant !== 'authorization_code' && grant !== 'refresh_token') {
+        throw new OAuthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token')
+      }
+      // first, for both grants: the DPoP proof, against POST and this URL
+      const proof = await dpopFor(req)
+      const out = grant === 'authorization_code' ? await codeGrant(p, proof) : await refreshGrant(p, proof)
+      res.setHeader('Cache-Control', 'no-store')
+      res.json({
+        access_token: out.access,
+        token_type: 'DPoP',
+        expires_in: OAUTH_ACCESS_TTL_S,
+        refresh_token: out.refresh,
+        scope: out.scope,
+        sub: out.sub,
+      })
+    }),
+  )
 
   async function codeGrant(p: Record<string, string | undefined>, proof: CheckedProof) {
     const { jkt } = proof
@@ -283,7 +307,8 @@ export function oauthRoutes(deps: Deps): Router {
         if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || pkceChallenge(verifier) !== row.code_challenge) {
           return new OAuthError(400, 'invalid_grant', 'code_verifier does not match the code_challenge')
         }
-        if (redirectUri !== row.redirect_uri) return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
+        if (redirectUri !== row.redirect_uri)
+          return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
         if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
         return undefined
       },
@@ -302,7 +327,8 @@ export function oauthRoutes(deps: Deps): Router {
     const token = need(p, 'refresh_token')
     const clientId = need(p, 'client_id')
     const verified = await verifyOAuthToken(oauth, token, 'refresh')
-    if (!verified.ok) throw new OAuthError(400, 'invalid_grant', verified.why === 'expired' ? 'Refresh token expired' : 'Invalid refresh token')
+    if (!verified.ok)
+      throw new OAuthError(400, 'invalid_grant', verified.why === 'expired' ? 'Refresh token expired' : 'Invalid refresh token')
     const claims = verified.claims
     if (claims.cnf.jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The refresh token is bound to another DPoP key')
     // recorded once the proof's key is the one the refresh token is bound to
@@ -332,12 +358,16 @@ export function oauthRoutes(deps: Deps): Router {
   // always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
   // an invalid token still answers 200); an expired one still ends its grant. An access token ends
   // the grant it was minted with (the official client's signOut revokes its access token).
-  r.post('/oauth/revoke', form, handle(async (req, res) => {
-    const token = typeof req.body?.token === 'string' ? req.body.token : undefined
-    const claims = token ? await ourToken(token) : undefined
-    if (claims) await store.revokeGrant(db, claims.sub, claims.jti)
-    res.status(200).end()
-  }))
+  r.post(
+    '/oauth/revoke',
+    form,
+    handle(async (req, res) => {
+      const token = typeof req.body?.token === 'string' ? req.body.token : undefined
+      const claims = token ? await ourToken(token) : undefined
+      if (claims) await store.revokeGrant(db, claims.sub, claims.jti)
+      res.status(200).end()
+    }),
+  )
 
   async function ourToken(token: string) {
     for (const kind of ['refresh', 'access'] as const) {
@@ -448,4 +478,3 @@ function readCookie(header: string | undefined, name: string): string | undefine
   }
   return undefined
 }
-

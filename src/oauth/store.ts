@@ -25,7 +25,12 @@ export async function saveRequest(db: Store, request: Omit<OAuthRequest, 'create
 
 /** the unexpired request `requestUri` names */
 export function pendingRequest(db: Store, requestUri: string): Promise<OAuthRequest | undefined> {
-  return db.selectFrom('oauth_request').selectAll().where('request_uri', '=', requestUri).where('expires_at', '>', nowIso()).executeTakeFirst()
+  return db
+    .selectFrom('oauth_request')
+    .selectAll()
+    .where('request_uri', '=', requestUri)
+    .where('expires_at', '>', nowIso())
+    .executeTakeFirst()
 }
 
 export async function dropRequest(db: Store, requestUri: string): Promise<void> {

@@ -70,11 +70,7 @@ export async function verifyOAuthToken(
 }
 
 /** the claims a `kind` token of this issuer carries (every token it mints has an `iat`) */
-function hasClaims(
-  p: Record<string, unknown>,
-  iss: Issuer,
-  kind: 'access' | 'refresh',
-): p is Record<string, unknown> & OAuthTokenClaims {
+function hasClaims(p: Record<string, unknown>, iss: Issuer, kind: 'access' | 'refresh'): p is Record<string, unknown> & OAuthTokenClaims {
   const cnf = p.cnf as { jkt?: unknown } | undefined
   return (
     p.iss === iss.issuer &&

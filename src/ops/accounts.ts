@@ -23,8 +23,7 @@ export type Ctx = { config: Config; db: Db }
 /** noDb: runs without opening the store (it may not exist yet); ctx.db is then absent */
 /** `noDb`: runs without opening the store (and gets none) */
 export type Command = { usage: string; options?: Options } & (
-  | { noDb?: false; run(ctx: Ctx, p: Parsed): Promise<number> }
-  | { noDb: true; run(ctx: Pick<Ctx, 'config'>, p: Parsed): Promise<number> }
+  { noDb?: false; run(ctx: Ctx, p: Parsed): Promise<number> } | { noDb: true; run(ctx: Pick<Ctx, 'config'>, p: Parsed): Promise<number> }
 )
 
 async function target(ctx: Ctx, p: Parsed, what: string): Promise<AccountRow> {
@@ -42,7 +41,12 @@ export const accountCommands: Record<string, Command> = {
     usage: 'account list [--status <status>] [--limit <n>]   accounts, oldest first',
     options: { status: { type: 'string' }, limit: { type: 'string' } },
     async run({ db }, p) {
-      let q = db.selectFrom('account').selectAll().orderBy('created_at').orderBy('did').limit(positiveInt(str(p, 'limit'), 'limit', 1000))
+      let q = db
+        .selectFrom('account')
+        .selectAll()
+        .orderBy('created_at')
+        .orderBy('did')
+        .limit(positiveInt(str(p, 'limit'), 'limit', 1000))
       const status = str(p, 'status')
       if (status) q = q.where('status', '=', status as AccountRow['status'])
       const rows = await q.execute()
@@ -76,7 +80,8 @@ export const accountCommands: Record<string, Command> = {
     },
   },
   create: {
-    usage: 'account create --handle <handle> --email <email> [--password <pw>] [--invite-code <code>]\n    an active account; prints its DID, handle and (when generated) password',
+    usage:
+      'account create --handle <handle> --email <email> [--password <pw>] [--invite-code <code>]\n    an active account; prints its DID, handle and (when generated) password',
     options: { handle: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, 'invite-code': { type: 'string' } },
     async run({ config, db }, p) {
       const handle = str(p, 'handle')
@@ -180,8 +185,13 @@ export const accountCommands: Record<string, Command> = {
       }
       const given = str(p, 'password')
       const password = given ?? randomBytes(12).toString('base64url')
-      if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`passwords are 8 to ${MAX_PASSWORD_LENGTH} characters`)
-      await ctx.db.updateTable('account').set({ password_hash: await hashPassword(password) }).where('did', '=', a.did).execute()
+      if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH)
+        throw new UsageError(`passwords are 8 to ${MAX_PASSWORD_LENGTH} characters`)
+      await ctx.db
+        .updateTable('account')
+        .set({ password_hash: await hashPassword(password) })
+        .where('did', '=', a.did)
+        .execute()
       output(p.json, { did: a.did, ...(given ? {} : { password }) })
       return 0
     },

@@ -7,13 +7,7 @@ import { dirname, join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import {
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3'
+import { DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
 import { tryExclusiveByName } from '../db/dialect.js'
@@ -80,7 +74,9 @@ async function list(s3: S3Client, c: BackupS3Config): Promise<Listed[]> {
 
 async function remove(s3: S3Client, c: BackupS3Config, keys: string[]) {
   for (let i = 0; i < keys.length; i += 1000) {
-    await s3.send(new DeleteObjectsCommand({ Bucket: c.bucket, Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true } }))
+    await s3.send(
+      new DeleteObjectsCommand({ Bucket: c.bucket, Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true } }),
+    )
   }
 }
 
@@ -91,7 +87,11 @@ async function prune(s3: S3Client, c: BackupS3Config): Promise<string[]> {
   const kept = complete.slice(-c.keep)
   const oldestKept = kept[0]?.name
   const gone = all.filter((b) => (b.complete ? !kept.includes(b) : oldestKept !== undefined && b.name < oldestKept))
-  await remove(s3, c, gone.flatMap((b) => b.keys))
+  await remove(
+    s3,
+    c,
+    gone.flatMap((b) => b.keys),
+  )
   return gone.map((b) => b.name)
 }
 
@@ -149,7 +149,9 @@ export async function downloadFromS3(config: Config, which: string, dir: string)
     const chosen = which === 'latest' ? complete.at(-1) : complete.find((b) => b.name === which)
     if (!chosen) {
       throw new UsageError(
-        which === 'latest' ? `no complete backup under s3://${c.bucket}/${c.prefix}` : `no complete backup ${which} under s3://${c.bucket}/${c.prefix}`,
+        which === 'latest'
+          ? `no complete backup under s3://${c.bucket}/${c.prefix}`
+          : `no complete backup ${which} under s3://${c.bucket}/${c.prefix}`,
       )
     }
     const base = `${c.prefix}${chosen.name}/`
@@ -179,7 +181,11 @@ export function scheduleBackups(config: Config, db: Db, logger: Logger, opts: { 
     if (running || stopped) return
     running = backupToS3(config, db, { ifOlderThanMs: intervalMs })
       .then((r) => {
-        if (r) logger.info({ key: r.key, bytes: r.bytes, files: r.manifest.files.length, ms: r.ms, removed: r.removed.length }, 'backup uploaded')
+        if (r)
+          logger.info(
+            { key: r.key, bytes: r.bytes, files: r.manifest.files.length, ms: r.ms, removed: r.removed.length },
+            'backup uploaded',
+          )
       })
       .catch((err: Error) => logger.warn({ err: err.message }, 'backup to S3 failed'))
       .finally(() => (running = undefined))
@@ -203,7 +209,14 @@ export const backupWithS3: Command = {
     if (!p.values.s3) return (backupCommand as Extract<Command, { noDb?: false }>).run(ctx, p)
     const r = await backupToS3(ctx.config, ctx.db)
     if (!r) throw new UsageError('another process is backing up to S3 right now; try again later')
-    output(p.json, { key: r.key, startedAt: r.manifest.startedAt, seq: r.manifest.seq, files: r.manifest.files.length, bytes: r.bytes, removed: r.removed })
+    output(p.json, {
+      key: r.key,
+      startedAt: r.manifest.startedAt,
+      seq: r.manifest.seq,
+      files: r.manifest.files.length,
+      bytes: r.bytes,
+      removed: r.removed,
+    })
     return 0
   },
 }
@@ -220,7 +233,8 @@ export const restoreWithS3: Command = {
     const which = str(p, 's3')
     if (which === undefined) return (restoreCommand as Extract<Command, { noDb: true }>).run(ctx, p)
     const keepDir = p.positionals[0]
-    if (keepDir && existsSync(keepDir) && readdirSync(keepDir).length) throw new UsageError(`${keepDir} is not empty; download into a new directory`)
+    if (keepDir && existsSync(keepDir) && readdirSync(keepDir).length)
+      throw new UsageError(`${keepDir} is not empty; download into a new directory`)
     const dir = keepDir ?? (await mkdtemp(join(tmpdir(), 'pds-restore-')))
     try {
       const name = await downloadFromS3(ctx.config, which, dir)

@@ -43,7 +43,9 @@ export const blobsCommands: Record<string, Command> = {
         ;(blobstore as { destroy?: () => void }).destroy?.()
       }
       if (p.json) {
-        process.stdout.write(JSON.stringify({ dryRun, blobs: rows, count: rows.length, bytesFreed: freed, stagedRemoved: staged }, null, 2) + '\n')
+        process.stdout.write(
+          JSON.stringify({ dryRun, blobs: rows, count: rows.length, bytesFreed: freed, stagedRemoved: staged }, null, 2) + '\n',
+        )
         return 0
       }
       for (const r of rows) process.stdout.write(`${r.cid}  ${r.size} bytes  ${r.did}  ${r.reason}\n`)

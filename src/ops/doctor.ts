@@ -21,9 +21,10 @@ async function get(url: string, headers: Record<string, string> = {}) {
   return { status: res.statusCode, text, date: typeof date === 'string' ? date : undefined }
 }
 
-const why = (err: unknown) => ((err as Error)?.name === 'TimeoutError' ? `no answer within ${TIMEOUT_MS} ms` : String((err as Error)?.message ?? err))
+const why = (err: unknown) =>
+  (err as Error)?.name === 'TimeoutError' ? `no answer within ${TIMEOUT_MS} ms` : String((err as Error)?.message ?? err)
 
-const loopbackHost = (host: string) => host === 'localhost' || (isIP(host.replace(/^\[|\]$/g, '')) !== 0)
+const loopbackHost = (host: string) => host === 'localhost' || isIP(host.replace(/^\[|\]$/g, '')) !== 0
 
 export async function runChecks({ config, db }: Ctx, opts: { handle?: string; testEmail?: string }): Promise<Check[]> {
   const out: Check[] = []
@@ -50,7 +51,13 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
   const account =
     opts.handle !== undefined
       ? await db.selectFrom('account').select(['did', 'handle']).where('handle', '=', opts.handle.toLowerCase()).executeTakeFirst()
-      : await db.selectFrom('account').select(['did', 'handle']).where('status', '=', 'active').orderBy('created_at').limit(1).executeTakeFirst()
+      : await db
+          .selectFrom('account')
+          .select(['did', 'handle'])
+          .where('status', '=', 'active')
+          .orderBy('created_at')
+          .limit(1)
+          .executeTakeFirst()
   if (!account) {
     add('handle', opts.handle ? 'fail' : 'warn', opts.handle ? `no account ${opts.handle}` : 'no active account to check a handle with')
   } else {

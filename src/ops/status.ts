@@ -33,8 +33,15 @@ export const statusCommand: Command = {
   usage: 'status   version, accounts, repositories, disk, last firehose event, relays last asked',
   async run({ config, db }, p) {
     const crawled = readCrawlLog(config.dataDir)
-    const byStatus = await db.selectFrom('account').select(['status', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('status').execute()
-    const repos = await db.selectFrom('repo_root').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst()
+    const byStatus = await db
+      .selectFrom('account')
+      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy('status')
+      .execute()
+    const repos = await db
+      .selectFrom('repo_root')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirst()
     const last = await db.selectFrom('event').select(['seq', 'sequenced_at']).orderBy('seq', 'desc').limit(1).executeTakeFirst()
     const file = config.db.kind === 'sqlite' ? config.db.file : undefined
     const dbBytes = file && ['', '-wal'].reduce((n, s) => n + (existsSync(file + s) ? statSync(file + s).size : 0), 0)
@@ -51,7 +58,10 @@ export const statusCommand: Command = {
       lastSeq: last ? Number(last.seq) : null,
       lastEventAt: last?.sequenced_at ?? null,
       relays: Object.fromEntries(
-        [...new Set([...config.crawlers, ...Object.keys(crawled)])].map((r) => [r, crawled[r] ? `${crawled[r].ok ? 'ok' : 'failed'} ${crawled[r].at}` : 'never asked']),
+        [...new Set([...config.crawlers, ...Object.keys(crawled)])].map((r) => [
+          r,
+          crawled[r] ? `${crawled[r].ok ? 'ok' : 'failed'} ${crawled[r].at}` : 'never asked',
+        ]),
       ),
     })
     return 0

@@ -16,10 +16,7 @@ import type { Kysely, Transaction } from 'kysely'
  * accepts, unless it failed while committing: whether that one committed is unknown, and the
  * error goes to the caller.
  */
-export function retryTransactions<DB>(
-  db: Kysely<DB>,
-  opts: { attempts: number; retryable: (err: unknown) => boolean },
-): Kysely<DB> {
+export function retryTransactions<DB>(db: Kysely<DB>, opts: { attempts: number; retryable: (err: unknown) => boolean }): Kysely<DB> {
   const begin = db.transaction.bind(db)
   db.transaction = () => {
     const builder = begin()

@@ -40,10 +40,7 @@ type AuthVerifierFactory = (cfg: { auth?: unknown }) => unknown
  * the request handler to mount in place of the library's router; paths the map does not know
  * (other letter case, a trailing slash) still reach the route express would pick.
  */
-export function exactXrpcRoutes(
-  xrpc: XrpcServer,
-  opts: { checkOutput?: (nsid: string, output: unknown) => void } = {},
-): RequestHandler {
+export function exactXrpcRoutes(xrpc: XrpcServer, opts: { checkOutput?: (nsid: string, output: unknown) => void } = {}): RequestHandler {
   const gets = new Map<string, RequestHandler>()
   const posts = new Map<string, RequestHandler>()
   const routes = xrpc.routes

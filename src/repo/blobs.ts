@@ -15,13 +15,7 @@ const INSERT_BLOB =
   'on conflict (did, cid) do update set created_at = excluded.created_at, ' +
   'referenced = case when excluded.referenced = 1 then 1 else blob.referenced end'
 
-export async function storeUpload(
-  deps: { db: Db; blobstore: BlobStore },
-  did: string,
-  input: Readable,
-  mimeType: string,
-  limit: number,
-) {
+export async function storeUpload(deps: { db: Db; blobstore: BlobStore }, did: string, input: Readable, mimeType: string, limit: number) {
   const { db, blobstore } = deps
   const staged = await blobstore.stage(input, limit)
   try {
@@ -39,7 +33,11 @@ export async function storeUpload(
 }
 
 /** CIDs of the blobs `did`'s records reference, in CID order after `cursor`; `since`: only records written after that rev */
-export async function referencedBlobCids(db: Store, did: string, page: { limit: number; cursor?: string; since?: string }): Promise<string[]> {
+export async function referencedBlobCids(
+  db: Store,
+  did: string,
+  page: { limit: number; cursor?: string; since?: string },
+): Promise<string[]> {
   let q = db
     .selectFrom('record_blob')
     .select('record_blob.blob_cid')

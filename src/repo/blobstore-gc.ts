@@ -34,7 +34,9 @@ function sweepableWhere(cutoff: string) {
   return (eb: BlobEb) =>
     eb.or([
       eb.not(
-        eb.exists(eb.selectFrom('account').select('account.did').whereRef('account.did', '=', 'blob.did').where('account.status', '!=', 'deleted')),
+        eb.exists(
+          eb.selectFrom('account').select('account.did').whereRef('account.did', '=', 'blob.did').where('account.status', '!=', 'deleted'),
+        ),
       ),
       eb.and([
         eb('blob.created_at', '<', cutoff),
@@ -76,7 +78,11 @@ export async function freesBytes(db: Db, rows: Sweepable[]): Promise<Set<string>
   for (const r of rows) byCid.set(r.cid, (byCid.get(r.cid) ?? 0) + 1)
   const out = new Set<string>()
   for (const [cid, n] of byCid) {
-    const { count } = await db.selectFrom('blob').select((eb) => eb.fn.countAll<number>().as('count')).where('cid', '=', cid).executeTakeFirstOrThrow()
+    const { count } = await db
+      .selectFrom('blob')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('cid', '=', cid)
+      .executeTakeFirstOrThrow()
     if (Number(count) <= n) out.add(cid)
   }
   return out
@@ -87,7 +93,12 @@ async function sweepOne(db: Db, dialect: Dialect, blobstore: BlobStore, row: Swe
   return withCidLock(db, row.cid, async (trx) => {
     // a write referencing the blob holds the repository's lock while it checks the row and adds its reference
     await lockRoot(trx, row.did)
-    const res = await trx.deleteFrom('blob').where('did', '=', row.did).where('cid', '=', row.cid).where(sweepableWhere(cutoff)).executeTakeFirst()
+    const res = await trx
+      .deleteFrom('blob')
+      .where('did', '=', row.did)
+      .where('cid', '=', row.cid)
+      .where(sweepableWhere(cutoff))
+      .executeTakeFirst()
     if (!Number(res.numDeletedRows)) return null
     const other = await trx.selectFrom('blob').select('did').where('cid', '=', row.cid).limit(1).executeTakeFirst()
     if (other) return 0
@@ -120,7 +131,13 @@ export async function sweepBlobs(
 /** bytes the blob store holds, from the blob rows (each CID counted once) */
 export async function storedBlobBytes(db: Db): Promise<number> {
   const row = await db
-    .selectFrom((eb) => eb.selectFrom('blob').select((b) => ['cid', b.fn.max('size').as('size')]).groupBy('cid').as('t'))
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('blob')
+        .select((b) => ['cid', b.fn.max('size').as('size')])
+        .groupBy('cid')
+        .as('t'),
+    )
     .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('t.size'), sql<number>`0`).as('total'))
     .executeTakeFirstOrThrow()
   return Number(row.total)

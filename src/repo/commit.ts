@@ -12,9 +12,7 @@ import { installRepoPatches } from '../patches/repo.js'
 
 installRepoPatches()
 
-export type TreeOp =
-  | { action: 'create' | 'update'; key: string; cid: Cid; bytes: Uint8Array }
-  | { action: 'delete'; key: string }
+export type TreeOp = { action: 'create' | 'update'; key: string; cid: Cid; bytes: Uint8Array } | { action: 'delete'; key: string }
 
 /** the repository as of its current commit */
 export type RepoHead = { did: string; cid: Cid; rev: string; data: MST }

@@ -103,5 +103,4 @@ export function commitBody(ev: CommitEvent, car: Uint8Array): Uint8Array {
 const bytesOf = (b: Buffer) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
 
 /** a small CAR in one piece */
-const carOf = (root: string, rows: Iterable<{ cid: string; content: Uint8Array }>) =>
-  bytesOf(Buffer.concat([...carChunks(root, rows)]))
+const carOf = (root: string, rows: Iterable<{ cid: string; content: Uint8Array }>) => bytesOf(Buffer.concat([...carChunks(root, rows)]))

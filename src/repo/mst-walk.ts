@@ -194,7 +194,6 @@ function isLink(b: Uint8Array, p: number): boolean {
   )
 }
 
-
 // @atproto/repo's isValidMstKey: `collection/rkey`, at most 1024 characters of [a-zA-Z0-9_~\-:.]
 const KEY_CHAR = new Uint8Array(128)
 for (const c of 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_~-:.') KEY_CHAR[c.charCodeAt(0)] = 1

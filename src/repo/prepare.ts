@@ -122,7 +122,14 @@ export function prepareDelete(
 ): PreparedDelete {
   const collection = checkCollection(w.collection)
   const rkey = checkRkey(w.rkey)
-  return { action: 'delete', collection, rkey, uri: `at://${did}/${collection}/${rkey}`, swapCid: w.swapCid, ignoreMissing: w.ignoreMissing }
+  return {
+    action: 'delete',
+    collection,
+    rkey,
+    uri: `at://${did}/${collection}/${rkey}`,
+    swapCid: w.swapCid,
+    ignoreMissing: w.ignoreMissing,
+  }
 }
 
 /** CIDs of every blob a record references: `{$type: 'blob', ref}` and the legacy `{cid, mimeType}` */

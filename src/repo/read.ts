@@ -47,7 +47,7 @@ export function gateSyncRead(account: AccountRow, opts: { allowDeactivated?: boo
 /** the write handlers' check that `repo` is the caller's own */
 export async function ownRepo(db: Db, repo: string, did: string) {
   const matches = repo.startsWith('did:') ? repo === did : (await findRepoAccount(db, repo))?.did === did
-  if (!matches) throw xrpcError('AuthenticationRequired', 'The repo is not the authenticated account\'s')
+  if (!matches) throw xrpcError('AuthenticationRequired', "The repo is not the authenticated account's")
 }
 
 // a taken-down record reads as absent; the condition rides on the lookup every read makes anyway
@@ -85,7 +85,9 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
     const after = prepared((db: Store, did: string, collection: string, cursor: string) =>
       page(db, did, collection).where('rkey', asc ? '>' : '<', cursor),
     )
-    q = withCursor ? (db, did, collection, cursor) => after(db, did, collection, cursor!) : (db, did, collection) => first(db, did, collection)
+    q = withCursor
+      ? (db, did, collection, cursor) => after(db, did, collection, cursor!)
+      : (db, did, collection) => first(db, did, collection)
     pageQueries.set(key, q)
   }
   return q

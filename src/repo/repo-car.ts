@@ -54,7 +54,14 @@ export async function repoCarStream(db: Db, did: string, opts: { since?: string;
   return exportStream(db.dialect, snap, did, root.cid, opts.since, commit)
 }
 
-function exportStream(dialect: Dialect, snap: Snapshot, did: string, root: string, since: string | undefined, commit?: { repo_rev: string; hex: string }) {
+function exportStream(
+  dialect: Dialect,
+  snap: Snapshot,
+  did: string,
+  root: string,
+  since: string | undefined,
+  commit?: { repo_rev: string; hex: string },
+) {
   const car = new CarWriter(root)
   if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
   let ready: Buffer[] = car.take(true)

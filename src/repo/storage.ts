@@ -131,7 +131,10 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     for (let i = 0; i < cids.length; i += CHUNK) {
       const part = cids.slice(i, i + CHUNK).map((c) => c.toString())
       for (const c of part) this.cache.delete(c)
-      const res = await exec(this.db, this.dialect, `delete from repo_block where did = ? and cid in ${inList(part.length)}`, [this.did, ...part])
+      const res = await exec(this.db, this.dialect, `delete from repo_block where did = ? and cid in ${inList(part.length)}`, [
+        this.did,
+        ...part,
+      ])
       removed += changed(res)
     }
     return removed

@@ -21,8 +21,7 @@ import { putTree, takeTree } from './tree-cache.js'
 
 export type CommitRef = { cid: string; rev: string }
 export type WriteResult =
-  | { action: 'create' | 'update'; uri: string; cid: string; validationStatus?: string }
-  | { action: 'delete'; uri: string }
+  { action: 'create' | 'update'; uri: string; cid: string; validationStatus?: string } | { action: 'delete'; uri: string }
 
 const selectSigningKey = prepared((db, did: string) => db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did))
 
@@ -101,7 +100,12 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
 }
 
 /** the repository's current commit and tree: the cached one when it is still current */
-async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promise<{ head: RepoHead; storage: SqlRepoStorage; built: number }> {
+async function loadHead(
+  db: Db,
+  trx: Store,
+  did: string,
+  rootCid: string,
+): Promise<{ head: RepoHead; storage: SqlRepoStorage; built: number }> {
   const cached = takeTree(db, did, rootCid)
   if (cached) {
     const storage = cached.storage.rebind(trx)
@@ -114,7 +118,9 @@ async function loadHead(db: Db, trx: Store, did: string, rootCid: string): Promi
 }
 
 // compiled once per dialect, so the lock costs nothing per call
-const selectRootLocked = prepared((db, did: string) => lockingRead(dialectOf(db), db.selectFrom('repo_root').selectAll().where('did', '=', did)))
+const selectRootLocked = prepared((db, did: string) =>
+  lockingRead(dialectOf(db), db.selectFrom('repo_root').selectAll().where('did', '=', did)),
+)
 
 /** locks the repository's root row for the rest of the transaction and returns it */
 export async function lockRoot(trx: Store, did: string) {
@@ -140,7 +146,12 @@ export async function writeRecords(
     const current = new Map<string, string>()
     for (let i = 0; i < uris.length; i += CHUNK) {
       const part = uris.slice(i, i + CHUNK)
-      const rows = await exec<{ uri: string; cid: string }>(trx, db.dialect, `select uri, cid from record where uri in ${inList(part.length)}`, part)
+      const rows = await exec<{ uri: string; cid: string }>(
+        trx,
+        db.dialect,
+        `select uri, cid from record where uri in ${inList(part.length)}`,
+        part,
+      )
       for (const r of rows.rows) current.set(r.uri, r.cid)
     }
 
@@ -208,7 +219,10 @@ export async function writeRecords(
     const removed = cidStrings(commit.removedCids)
     for (let i = 0; i < removed.length; i += CHUNK) {
       const part = removed.slice(i, i + CHUNK)
-      const still = await exec<{ cid: string }>(trx, db.dialect, `select cid from record where did = ? and cid in ${inList(part.length)}`, [did, ...part])
+      const still = await exec<{ cid: string }>(trx, db.dialect, `select cid from record where did = ? and cid in ${inList(part.length)}`, [
+        did,
+        ...part,
+      ])
       for (const s of still.rows) commit.removedCids.delete(parseCid(s.cid))
     }
     await storage.applyCommit(commit)

@@ -86,7 +86,12 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
       const oldest = await hose.minSeq()
       last = cursor
       if (oldest !== undefined && cursor < oldest - 1) {
-        out.send(new MessageFrame({ name: 'OutdatedCursor', message: 'Requested cursor exceeded limit. Possibly missing events' }, { type: '#info' }).toBytes())
+        out.send(
+          new MessageFrame(
+            { name: 'OutdatedCursor', message: 'Requested cursor exceeded limit. Possibly missing events' },
+            { type: '#info' },
+          ).toBytes(),
+        )
         last = oldest - 1
       }
     }

@@ -116,9 +116,13 @@ export class Crawlers {
 function sleep(ms: number, signal: AbortSignal) {
   return new Promise<void>((resolve) => {
     const t = setTimeout(resolve, ms)
-    signal.addEventListener('abort', () => {
-      clearTimeout(t)
-      resolve()
-    }, { once: true })
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t)
+        resolve()
+      },
+      { once: true },
+    )
   })
 }

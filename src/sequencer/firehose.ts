@@ -81,8 +81,7 @@ export class Firehose {
       this.notify()
     }, this.opts.pollMs)
     this.timer.unref()
-    const prune = () =>
-      this.prune().catch((err) => this.logger.error({ err }, 'firehose prune failed'))
+    const prune = () => this.prune().catch((err) => this.logger.error({ err }, 'firehose prune failed'))
     this.pruneTimer = setInterval(prune, 10 * 60 * 1000)
     this.pruneTimer.unref()
     void prune()
@@ -192,12 +191,18 @@ export class Firehose {
   }
 
   async maxSeq(): Promise<number> {
-    const r = await this.db.selectFrom('event').select(sql<number | null>`max(seq)`.as('seq')).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('event')
+      .select(sql<number | null>`max(seq)`.as('seq'))
+      .executeTakeFirst()
     return Number(r?.seq ?? 0)
   }
 
   async minSeq(): Promise<number | undefined> {
-    const r = await this.db.selectFrom('event').select(sql<number | null>`min(seq)`.as('seq')).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('event')
+      .select(sql<number | null>`min(seq)`.as('seq'))
+      .executeTakeFirst()
     return r?.seq == null ? undefined : Number(r.seq)
   }
 
@@ -220,12 +225,7 @@ export class Firehose {
         .execute()
       if (!batch.length) return total
       const last = batch[batch.length - 1].seq
-      await this.db
-        .deleteFrom('event')
-        .where('seq', '<=', last)
-        .where('sequenced_at', '<', cutoff)
-        .where('seq', '<', newest)
-        .execute()
+      await this.db.deleteFrom('event').where('seq', '<=', last).where('sequenced_at', '<', cutoff).where('seq', '<', newest).execute()
       total += batch.length
     }
   }

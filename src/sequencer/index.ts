@@ -11,7 +11,6 @@ import type { Store } from '../db/schema.js'
 
 const EVENT_LOCK = 7_340_001
 
-
 /** `body` as an object, or already DAG-CBOR */
 export async function appendEvent(
   db: Store,

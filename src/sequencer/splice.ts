@@ -6,7 +6,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 
 /** `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added */
 export function withSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array {
-  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...(dagCbor.decode<Record<string, unknown>>(body)), seq, time })
+  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })
 }
 
 /** the spliced bytes; undefined when `body` is not a map this can walk */
@@ -83,7 +83,17 @@ function headBytes(major: number, n: number): Uint8Array {
   if (n < 2 ** 32) return Uint8Array.of(m | 26, (n >>> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
   const hi = Math.floor(n / 2 ** 32)
   const lo = n >>> 0
-  return Uint8Array.of(m | 27, (hi >>> 24) & 0xff, (hi >> 16) & 0xff, (hi >> 8) & 0xff, hi & 0xff, (lo >>> 24) & 0xff, (lo >> 16) & 0xff, (lo >> 8) & 0xff, lo & 0xff)
+  return Uint8Array.of(
+    m | 27,
+    (hi >>> 24) & 0xff,
+    (hi >> 16) & 0xff,
+    (hi >> 8) & 0xff,
+    hi & 0xff,
+    (lo >>> 24) & 0xff,
+    (lo >> 16) & 0xff,
+    (lo >> 8) & 0xff,
+    lo & 0xff,
+  )
 }
 
 const uint = (n: number) => headBytes(0, n)

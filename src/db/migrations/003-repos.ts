@@ -41,12 +41,7 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('indexed_at', 'text', (c) => c.notNull())
     .execute()
   // listRecords walks this index from the cursor: the same cost at any repository size
-  await db.schema
-    .createIndex('record_collection_rkey_uq')
-    .on('record')
-    .columns(['did', 'collection', 'rkey'])
-    .unique()
-    .execute()
+  await db.schema.createIndex('record_collection_rkey_uq').on('record').columns(['did', 'collection', 'rkey']).unique().execute()
   await db.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
 
   await db.schema

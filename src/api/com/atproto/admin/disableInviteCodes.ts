@@ -10,6 +10,6 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.admin.disableInviteCodes<AuthFor<'com.atproto.admin.disableInviteCodes'>>(async ({ input }) => {
     const codes = input.body.codes ?? []
     const accounts = input.body.accounts ?? []
-    if (accounts.includes(ADMIN_ACCOUNT)) throw xrpcError('InvalidRequest', 'The operator\'s codes are disabled by code, not all at once')
+    if (accounts.includes(ADMIN_ACCOUNT)) throw xrpcError('InvalidRequest', "The operator's codes are disabled by code, not all at once")
     await disableInviteCodes(db, { codes, accounts })
   })

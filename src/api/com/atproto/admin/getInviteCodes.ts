@@ -7,6 +7,10 @@ import { listInviteCodes } from '../../../../account/invites.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.admin.getInviteCodes<AuthFor<'com.atproto.admin.getInviteCodes'>>(async ({ params }) => {
-    const { codes, cursor } = await listInviteCodes(db, { sort: params.sort ?? 'recent', limit: params.limit ?? 100, cursor: params.cursor })
+    const { codes, cursor } = await listInviteCodes(db, {
+      sort: params.sort ?? 'recent',
+      limit: params.limit ?? 100,
+      cursor: params.cursor,
+    })
     return { encoding: 'application/json', body: { codes, ...(cursor ? { cursor } : {}) } }
   })

@@ -15,7 +15,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
       body: {
         handle: account.handle,
         did: account.did,
-        didDoc: (didDoc ?? {}),
+        didDoc: didDoc ?? {},
         collections,
         handleIsCorrect: !!didDoc?.alsoKnownAs.includes(`at://${account.handle}`),
       },

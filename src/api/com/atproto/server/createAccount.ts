@@ -18,7 +18,10 @@ export default (api: Server, deps: Services) =>
       created = await createMigratingAccount(deps, { ...body, did: body.did, plcOp: body.plcOp })
     } else if (body.did) {
       if (auth.credentials.type !== 'service') {
-        throw xrpcError('InvalidRequest', 'Creating an account for an existing DID needs a signed plcOp or a service auth token from its current server')
+        throw xrpcError(
+          'InvalidRequest',
+          'Creating an account for an existing DID needs a signed plcOp or a service auth token from its current server',
+        )
       }
       created = await createServiceAuthAccount(deps, { ...body, did: body.did }, auth.credentials.iss)
     } else {

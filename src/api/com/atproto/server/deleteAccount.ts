@@ -14,6 +14,7 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
     const { account } = auth.credentials
     const { did, password, token } = input.body
     if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')
-    if (!(await checkMainPassword(account, password))) throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
+    if (!(await checkMainPassword(account, password)))
+      throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
     await deleteWithToken(db, did, token)
   })

@@ -9,5 +9,7 @@ import { jsonText } from '../../../json-text.js'
 export default (api: Server, { db, config }: Pick<Services, 'db' | 'config'>) =>
   api.com.atproto.server.getSession<AuthFor<'com.atproto.server.getSession'>>(async ({ auth }) =>
     // plain JSON values only (strings, booleans): nothing for xrpc-server's lexToJson to convert
-    jsonText<OutputSchema>(JSON.stringify(await sessionView(db, auth.credentials.account, config.publicUrl, mayReadEmail(auth.credentials)))),
+    jsonText<OutputSchema>(
+      JSON.stringify(await sessionView(db, auth.credentials.account, config.publicUrl, mayReadEmail(auth.credentials))),
+    ),
   )

@@ -14,7 +14,8 @@ export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.resetPassword<AuthFor<'com.atproto.server.resetPassword'>>(async ({ input }) => {
     const { token, password } = input.body
     // checked first, so a too-short password does not burn the token
-    if (password.length < MIN_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
+    if (password.length < MIN_PASSWORD_LENGTH)
+      throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
     if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at most ${MAX_PASSWORD_LENGTH} characters`)
     const hash = await hashPassword(password)
     await resetPasswordHash(db, token, hash)
