@@ -1,7 +1,7 @@
 // Blob bytes in an S3-compatible bucket (AWS, R2, MinIO, ...): an upload streams to `tmp/<key>`
 // in parts while it is hashed, is copied to `blocks/<cid>` once its CID is known, and the
 // temporary object is removed on discard. Several hosts can share one bucket.
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import {
   AbortMultipartUploadCommand,
@@ -17,13 +17,9 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
-import { CID } from 'multiformats/cid'
-import * as Digest from 'multiformats/hashes/digest'
 import { xrpcError } from '../errors.js'
-import type { BlobStore, StagedBlob } from './blobstore.js'
+import { UploadMeter, type BlobStore, type StagedBlob } from './blobstore.js'
 
-const RAW = 0x55
-const SHA256 = 0x12
 // S3's smallest part but the last; an upload under one part is a single PutObject
 const PART_BYTES = 8 * 1024 * 1024
 
@@ -71,8 +67,7 @@ export class S3BlobStore implements BlobStore {
     const key = randomBytes(16).toString('hex')
     const Key = `tmp/${key}`
     const Bucket = this.bucket
-    const hash = createHash('sha256')
-    let size = 0
+    const meter = new UploadMeter(limit)
     let pending: Uint8Array[] = []
     let pendingBytes = 0
     let uploadId: string | undefined
@@ -91,9 +86,7 @@ export class S3BlobStore implements BlobStore {
     }
     try {
       for await (const chunk of input) {
-        size += chunk.length
-        if (size > limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${limit} bytes`)
-        hash.update(chunk)
+        meter.take(chunk)
         pending.push(chunk)
         pendingBytes += chunk.length
         if (pendingBytes >= PART_BYTES) await sendPart()
@@ -114,8 +107,7 @@ export class S3BlobStore implements BlobStore {
       }
       throw err
     }
-    const cid = CID.createV1(RAW, Digest.create(SHA256, hash.digest())).toString()
-    return { key, cid, size }
+    return { key, ...meter.result() }
   }
 
   async commit(staged: StagedBlob): Promise<void> {

@@ -17,6 +17,21 @@ const WRITE_BYTES = 1024 * 1024
 
 export type StagedBlob = { key: string; cid: string; size: number }
 
+/** an upload's bytes as they stream past: held to `limit`, hashed into the blob's raw CID */
+export class UploadMeter {
+  private hash = createHash('sha256')
+  private size = 0
+  constructor(private limit: number) {}
+  take(chunk: Uint8Array) {
+    this.size += chunk.length
+    if (this.size > this.limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${this.limit} bytes`)
+    this.hash.update(chunk)
+  }
+  result(): { cid: string; size: number } {
+    return { cid: CID.createV1(RAW, Digest.create(SHA256, this.hash.digest())).toString(), size: this.size }
+  }
+}
+
 export interface BlobStore {
   /** streams `input` to temporary storage, refusing more than `limit` bytes (413) */
   stage(input: AsyncIterable<Uint8Array>, limit: number): Promise<StagedBlob>
@@ -88,8 +103,7 @@ export class DiskBlobStore implements BlobStore {
       await this.ensureDirs()
       return open(file, 'wx', 0o600)
     })
-    const hash = createHash('sha256')
-    let size = 0
+    const meter = new UploadMeter(limit)
     // socket chunks are small: gather them into fewer writes, each one writev of the chunks as
     // received (copying them into one buffer cost more than the write itself)
     let pending: Uint8Array[] = []
@@ -105,9 +119,7 @@ export class DiskBlobStore implements BlobStore {
     }
     try {
       for await (const chunk of input) {
-        size += chunk.length
-        if (size > limit) throw xrpcError('PayloadTooLarge', `Blob is larger than ${limit} bytes`)
-        hash.update(chunk)
+        meter.take(chunk)
         pending.push(chunk)
         pendingBytes += chunk.length
         if (pendingBytes >= WRITE_BYTES) await flush()
@@ -121,8 +133,7 @@ export class DiskBlobStore implements BlobStore {
       await rm(file, { force: true })
       throw err
     }
-    const cid = CID.createV1(RAW, Digest.create(SHA256, hash.digest())).toString()
-    return { key, cid, size }
+    return { key, ...meter.result() }
   }
 
   async commit(staged: StagedBlob): Promise<void> {
