@@ -5,7 +5,7 @@
 // (sync.getRecord).
 import { Readable } from 'node:stream'
 import type { Db, Dialect } from '../db/index.js'
-import { exec } from '../db/raw.js'
+import { exec, orderedPages } from '../db/raw.js'
 import { hexOf } from '../db/dialect.js'
 import type { Snapshot } from '../db/snapshot.js'
 import { getRecords } from '@atproto/repo'
@@ -22,16 +22,6 @@ const PAGE = 1000
 /** a client that takes nothing for this long loses the connection (and its snapshot is let go) */
 const STALL_MS = 60_000
 
-const pageSql = (dialect: Dialect, since: boolean) =>
-  `select cid, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid > ?` +
-  `${since ? ' and repo_rev > ?' : ''} order by cid limit ${PAGE}`
-// PostgreSQL: one cursor over the whole range, fetched a page at a time. Keyset pages
-// (`cid > last ... limit`) are planned as a scan of every remaining row and a sort while the table's
-// statistics are stale, which made each page cost as much as the rest of the repository.
-const cursorSql = (since: boolean) =>
-  `declare repo_car no scroll cursor for select cid, encode(content, 'hex') as hex from repo_block where did = ?` +
-  `${since ? ' and repo_rev > ?' : ''} order by cid`
-const FETCH = `fetch ${PAGE} from repo_car`
 const blockSql = (dialect: Dialect) => `select repo_rev, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid = ?`
 
 /**
@@ -65,26 +55,20 @@ function exportStream(
   const car = new CarWriter(root)
   if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
   let ready: Buffer[] = car.take(true)
-  let after = ''
   let done = false
-  const sql = pageSql(dialect, since !== undefined)
-  let declared = false
-  const page = async () => {
-    if (dialect === 'postgres') {
-      if (!declared) {
-        await exec(snap.store, dialect, cursorSql(since !== undefined), since !== undefined ? [did, since] : [did])
-        declared = true
-      }
-      return exec<{ cid: string; hex: string }>(snap.store, dialect, FETCH, [])
-    }
-    return exec<{ cid: string; hex: string }>(snap.store, dialect, sql, since !== undefined ? [did, after, since] : [did, after])
-  }
+  const page = orderedPages<{ cid: string; hex: string }>(snap.store, dialect, {
+    select: `select cid, ${hexOf(dialect, 'content')} as hex from repo_block where did = ?${since !== undefined ? ' and repo_rev > ?' : ''}`,
+    params: since !== undefined ? [did, since] : [did],
+    key: 'cid',
+    pageSize: PAGE,
+    cursorName: 'repo_car',
+  })
 
   /** the next chunks, or null at the end */
   async function next(): Promise<Buffer[] | null> {
     while (!ready.length) {
       if (done || stream.destroyed) return null
-      const { rows } = await page()
+      const rows = await page()
       // the commit went out first
       for (const row of rows) if (row.cid !== root) car.add(row.cid, row.hex)
       if (rows.length < PAGE) {
@@ -92,7 +76,6 @@ function exportStream(
         ready = car.end()
         await snap.end()
       } else {
-        after = rows[rows.length - 1].cid
         ready = car.take()
       }
     }
