@@ -18,6 +18,7 @@ import { describe, OFF_NETWORK, startTestPds, xrpc, type TestPds } from './harne
 import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { subscribe, type Frame } from './firehose-client.js'
+import { createPlcIdentity } from './plc-identity.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 const PASSWORD = 'correct horse battery staple'
@@ -56,29 +57,8 @@ const types = (frames: Frame[], did: string) =>
 /** a syntactically valid did:plc nobody owns */
 const fakeDid = () => 'did:plc:' + Array.from(randomBytes(24), (b) => 'abcdefghijklmnopqrstuvwxyz234567'[b % 32]).join('')
 
-/** a DID the test controls through its rotation key, registered in the directory */
-async function plcIdentity(handle: string) {
-  const rotation = await Secp256k1Keypair.create()
-  const genesis = await signOp(
-    {
-      type: 'plc_operation',
-      rotationKeys: [rotation.did()],
-      verificationMethods: { atproto: (await Secp256k1Keypair.create()).did() },
-      alsoKnownAs: [`at://${handle}`],
-      services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://old.example.com' } },
-      prev: null,
-    },
-    rotation,
-  )
-  const did = didForGenesis(genesis)
-  const res = await fetch(`${plcUrl}/${did}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(genesis),
-  })
-  expect(res.status).toBe(200)
-  return { did, rotation, head: genesis }
-}
+/** a DID the test controls: its rotation key and the signing key of its "old server" */
+const plcIdentity = (handle: string) => createPlcIdentity(plcUrl, handle)
 
 /** opFor signed by the identity's rotation key over its newest operation: proof of control */
 async function provenOp(id: Awaited<ReturnType<typeof plcIdentity>>, signingKey: string, handle: string) {

@@ -9,8 +9,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
 import { subscribe, type Consumer } from './firehose-client.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
-import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
+import { opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { SyncVerifier } from './sync-verifier.js'
+import { createPlcIdentity } from './plc-identity.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 const PASSWORD = 'correct horse battery staple'
@@ -401,29 +402,7 @@ describe('every firehose event verifies (Sync 1.1)', () => {
 })
 
 /** a DID the test controls: its rotation key and the signing key of its "old server" */
-async function plcIdentity(handle: string) {
-  const rotation = await Secp256k1Keypair.create()
-  const atproto = await Secp256k1Keypair.create()
-  const genesis = await signOp(
-    {
-      type: 'plc_operation',
-      rotationKeys: [rotation.did()],
-      verificationMethods: { atproto: atproto.did() },
-      alsoKnownAs: [`at://${handle}`],
-      services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: 'https://old.example.com' } },
-      prev: null,
-    },
-    rotation,
-  )
-  const did = didForGenesis(genesis)
-  const res = await fetch(`${plcUrl}/${did}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(genesis),
-  })
-  expect(res.status).toBe(200)
-  return { did, rotation, atproto, head: genesis }
-}
+const plcIdentity = (handle: string) => createPlcIdentity(plcUrl, handle)
 
 /** the identity moved to dest with the reserved key, signed by its rotation key */
 async function movedOp(id: Awaited<ReturnType<typeof plcIdentity>>, signingKey: string, handle: string) {
