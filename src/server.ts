@@ -25,7 +25,6 @@ import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
-import { scheduleBackups } from './ops/backup-s3.js'
 import { wellKnownRoutes } from './well-known.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { deliverCommittedEvents } from './sequencer/local.js'
@@ -120,7 +119,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     metrics,
     oauth: await createOAuthServices(config, outbound),
     mailer: countFailures(createMailer(config.email, logger), metrics),
-    blobstore: openBlobStore(config),
+    blobstore: await openBlobStore(config),
     outbound,
     didResolver: new DidResolver(db, config.plcUrl, outbound),
     passwords: rateLimits,
@@ -219,7 +218,10 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     10 * 60 * 1000,
   )
   gc.unref()
-  const backups = scheduleBackups(config, db, logger, opts.backups)
+  // the AWS SDK loads only when scheduled backups are configured
+  const backups = config.backupS3
+    ? (await import('./ops/backup-s3.js')).scheduleBackups(config, db, logger, opts.backups)
+    : { stop: async () => {} }
 
   let closing: Promise<void> | undefined
   return {

@@ -18,7 +18,7 @@ export const blobsCommands: Record<string, Command> = {
     options: { 'dry-run': { type: 'boolean' } },
     async run({ config, db }, p) {
       const dryRun = !!p.values['dry-run']
-      const blobstore = openBlobStore(config)
+      const blobstore = await openBlobStore(config)
       const now = Date.now()
       let rows: Sweepable[] = []
       let freed = 0
