@@ -3,17 +3,14 @@
 // (or that one of the DID's rotation keys signed over its head); activateAccount checks the DID
 // document names this server; signPlcOperation keeps the handle rules. Two servers sharing one
 // PLC directory (@did-plc/server in-process), driven through @atproto/api.
-import { createRequire } from 'node:module'
 import { AtpAgent } from '@atproto/api'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, PASSWORD, startTestPds, type TestPds } from './harness.js'
-import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
+import { type MailSink } from './mail-sink.js'
 import { didForGenesis, opCid, signOp, type SignedPlcOp, type UnsignedPlcOp } from '../src/identity/plc.js'
+import { startMovePair, type MovePair } from './move-pair.js'
 
-const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
-
-let plc: any
 let plcUrl: string
 let sink: MailSink
 let origin: TestPds
@@ -68,18 +65,13 @@ const moveOp = async (base: UnsignedPlcOp, prev: SignedPlcOp, signingKey: string
 })
 
 describe('hosting a DID that moves in', () => {
+  let pair: MovePair | undefined
   beforeAll(async () => {
-    plc = PlcServer.create({ db: Database.mock(), port: 0 })
-    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
-    sink = await startMailSink()
-    origin = await startTestPds({ PDS_DID_PLC_URL: plcUrl, ...sinkEnv(sink) })
-    dest = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_HOSTNAME: 'pds2.localhost', ...sinkEnv(sink) })
+    pair = await startMovePair()
+    ;({ plcUrl, sink, origin, dest } = pair)
   })
   afterAll(async () => {
-    await origin?.stop()
-    await dest?.stop()
-    await sink?.close()
-    await plc?.destroy()
+    await pair?.stop()
   })
 
   it("refuses a stranger's DID claimed with a forged operation: nothing is hosted", async () => {

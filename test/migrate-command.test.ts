@@ -2,21 +2,19 @@
 // the reserved-key flow interrupted mid-blobs and resumed, and the standard atproto flow through
 // the real command line (password from the environment, PLC token on the second run). The summary's
 // numbers are checked against what the servers answer.
-import { createRequire } from 'node:module'
 import { randomBytes } from 'node:crypto'
 import { spawn } from 'node:child_process'
 import { verifyRepoCar } from '@atproto/repo'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
-import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
+import { sinkEnv, type MailSink } from './mail-sink.js'
 import { runMigration } from '../src/cli/migrate.js'
+import { startMovePair, type MovePair } from './move-pair.js'
 
-const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 const CLI = new URL('../dist/cli.js', import.meta.url).pathname
 const PASSWORD = 'correct horse battery staple'
 
-let plc: any
 let plcUrl: string
 let sink: MailSink
 let origin: TestPds
@@ -93,18 +91,13 @@ function runCli(args: string[], env: Record<string, string>) {
 }
 
 describe('pds migrate', () => {
+  let pair: MovePair | undefined
   beforeAll(async () => {
-    plc = PlcServer.create({ db: Database.mock(), port: 0 })
-    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
-    sink = await startMailSink()
-    origin = await startTestPds({ PDS_DID_PLC_URL: plcUrl, ...sinkEnv(sink) })
-    dest = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_HOSTNAME: 'pds2.localhost', ...sinkEnv(sink) })
+    pair = await startMovePair()
+    ;({ plcUrl, sink, origin, dest } = pair)
   })
   afterAll(async () => {
-    await origin?.stop()
-    await dest?.stop()
-    await sink?.close()
-    await plc?.destroy()
+    await pair?.stop()
   })
 
   it('reserved-key flow: interrupted after 4 of 12 blobs, the second run uploads only the other 8', async () => {
