@@ -81,7 +81,8 @@ export class LexiconResolver {
     try {
       return parseLexiconRecord(value, nsid)
     } catch (err) {
-      if (err instanceof LexiconDocError) throw new LexiconResolutionError(`the schema ${did} publishes for ${nsid} is invalid: ${err.message}`)
+      if (err instanceof LexiconDocError)
+        throw new LexiconResolutionError(`the schema ${did} publishes for ${nsid} is invalid: ${err.message}`)
       throw err
     }
   }
@@ -137,7 +138,8 @@ export class LexiconResolver {
       if (err instanceof LexiconResolutionError) throw err
       throw new LexiconResolutionError(`${uri} could not be fetched`)
     }
-    if (!body || typeof body !== 'object' || body.uri !== uri) throw new LexiconResolutionError(`${pds} answered for another record than ${uri}`)
+    if (!body || typeof body !== 'object' || body.uri !== uri)
+      throw new LexiconResolutionError(`${pds} answered for another record than ${uri}`)
     return body.value
   }
 }

@@ -28,7 +28,8 @@ export class PermissionSets {
     try {
       doc = await this.lexicons.resolve(nsid)
     } catch (err) {
-      if (err instanceof LexiconResolutionError) throw new PermissionSetError(`Permission set ${nsid} could not be resolved: ${err.message}`)
+      if (err instanceof LexiconResolutionError)
+        throw new PermissionSetError(`Permission set ${nsid} could not be resolved: ${err.message}`)
       throw err
     }
     const main = doc.defs.main
