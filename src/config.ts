@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { join, resolve } from 'node:path'
+import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
 import type { S3Config } from './repo/blobstore-s3.js'
@@ -135,7 +136,7 @@ const vars = {
     .optional(),
   PDS_LEXICON_AUTHORITY_DID: z
     .string()
-    .regex(/^did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]$/, 'must be a DID')
+    .refine((s) => isValidDid(s), 'must be a DID')
     .optional(),
   PDS_METRICS: bool.default(false),
   PDS_METRICS_PORT: int(1, 65535).optional(),

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { ath, authorize, dpopKey, exchange, loopbackClientId, par, REDIRECT, refreshGrant } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
+import { describePermissionSets, PermissionSets } from '../src/oauth/permission-sets.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 
@@ -279,6 +280,31 @@ describe('permission sets', () => {
     const me = await session.fetchHandler('/xrpc/com.atproto.server.getSession')
     expect(me.status).toBe(200)
     expect(((await me.json()) as any).did).toBe(user.did)
+  })
+
+  it('remembers a resolved set: a record deleted after the app asked changes nothing for an hour', async () => {
+    const id = 'com.example.perm.brief'
+    await publish(pub.agent, permissionSet(id, 'com.example.perm'))
+    const scope = `atproto include:${id}`
+    expect((await parStatus(pds, scope))[0]).toBe(201)
+    await pub.agent.com.atproto.repo.deleteRecord({ repo: pub.did, collection: 'com.atproto.lexicon.schema', rkey: id })
+    const { token } = await grant(pds, user.handle, scope)
+    expect(token.scope).toBe('atproto repo?collection=com.example.perm.like&collection=com.example.perm.post')
+  })
+
+  it('describes each included set for the consent page, in the reader’s language when the set has it', async () => {
+    const sets = new PermissionSets(pds.services)
+    const scope = `atproto transition:generic include:${REMOTE_SET}?aud=${encodeURIComponent(SVC)}`
+    const permissions = [
+      'repo?collection=com.example.perm.like&collection=com.example.perm.post',
+      'rpc:com.example.perm.getThing?aud=did:web:svc.example%23thing',
+    ]
+    expect(await describePermissionSets(scope, sets, 'fr-CA, en;q=0.5')).toEqual([
+      { nsid: REMOTE_SET, title: 'Publications d’exemple', detail: 'Write posts and likes of the example app', permissions },
+    ])
+    const [english] = await describePermissionSets(scope, sets, 'de;q=0.9, en')
+    expect(english.title).toBe('Example posts')
+    expect(await describePermissionSets('atproto transition:generic', sets)).toEqual([])
   })
 
   it('outside development mode, a set on a private address is not fetched', async () => {
