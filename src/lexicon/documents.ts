@@ -21,5 +21,5 @@ export function parseLexiconRecord(value: unknown, rkey: string): LexiconDoc {
   }
   // resolution looks a document up by the NSID it defines
   if (r.data.id !== rkey) throw new LexiconDocError(`the record key must be the document's id (${r.data.id}), not ${rkey}`)
-  return r.data as LexiconDoc
+  return r.data
 }

@@ -34,7 +34,7 @@ export class PermissionSets {
     }
     const main = doc.defs.main
     if (main?.type !== 'permission-set') throw new PermissionSetError(`${nsid} is not a permission set`)
-    return main as LexiconPermissionSet
+    return main
   }
 }
 
