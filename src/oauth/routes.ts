@@ -12,6 +12,7 @@ import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedPro
 import { ReplayStoreUnavailable } from './replay.js'
 import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
+import { expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
 import * as store from './store.js'
 
 export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
@@ -20,7 +21,7 @@ const CODE_TTL_S = 60
 const CSRF_COOKIE = 'pds_oauth_csrf'
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
 
-type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords'>
+type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords' | 'didResolver' | 'outbound'>
 
 class OAuthError extends Error {
   constructor(
@@ -38,6 +39,7 @@ const nowIso = () => new Date().toISOString()
 export function oauthRoutes(deps: Deps): Router {
   const { config, db, oauth, passwords } = deps
   const r = Router()
+  const sets = new PermissionSets(deps)
   const form = express.urlencoded({ extended: false, limit: '64kb' })
   const endpoint = (path: string) => `${config.publicUrl}${path}`
 
@@ -107,6 +109,10 @@ export function oauthRoutes(deps: Deps): Router {
       if (!redirectAllowed(client, redirectUri))
         throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
       const scope = checkScope(need(p, 'scope'), client)
+      // every permission set asked for must resolve now; the page and the code reuse the cached answer
+      await expandPermissionSets(scope, sets).catch((err) => {
+        throw err instanceof PermissionSetError ? new OAuthError(400, 'invalid_scope', err.message) : err
+      })
       const state = need(p, 'state')
       if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
       const challenge = need(p, 'code_challenge')
@@ -255,9 +261,20 @@ export function oauthRoutes(deps: Deps): Router {
         return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
       }
 
+      // the code, and every token from it, carries the permissions the sets grant, never include:
+      let granted: string
+      try {
+        granted = await expandPermissionSets(row.scope, sets)
+      } catch (err) {
+        if (!(err instanceof PermissionSetError)) throw err
+        await store.dropRequest(db, row.request_uri)
+        redirect.searchParams.set('error', 'invalid_scope')
+        redirect.searchParams.set('error_description', err.message)
+        return res.redirect(302, redirect.href)
+      }
       const code = randomId(32)
       // the PAR record is single use: of two concurrent sign-ins one wins
-      if (!(await store.issueCode(db, row, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
+      if (!(await store.issueCode(db, { ...row, scope: granted }, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
       res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
       redirect.searchParams.set('code', code)
       res.redirect(302, redirect.href)
@@ -427,7 +444,7 @@ function checkScope(scope: string, client: ClientMetadata): string {
   const allowed = new Set(client.scope.split(' '))
   if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
   for (const s of asked) {
-    if (!SCOPES_SUPPORTED.includes(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    if (!SCOPES_SUPPORTED.includes(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
     if (!allowed.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
   }
   return [...new Set(asked)].join(' ')
