@@ -10,6 +10,7 @@ import { checkEmailCode } from './email-code.js'
 import { verifyPasskeyAuthentication, type AuthenticationResponseJSON } from './passkeys.js'
 import { recoveryCodesLeft, useRecoveryCode } from './recovery.js'
 import { verifyTotp } from './totp.js'
+import { getAccount, type AccountRow } from '../store.js'
 
 export { sendEmailCode, SIGN_IN_CODE_TTL_MS, type SendResult } from './email-code.js'
 export { beginTotp, confirmTotp, disableTotp, verifyTotp, type TotpSetup } from './totp.js'
@@ -121,4 +122,19 @@ export async function setEmailAuthFactor(db: Store, did: string, on: boolean): P
   let q = db.updateTable('account').set({ email_auth_factor: on ? 1 : 0 }).where('did', '=', did)
   if (on) q = q.where('email', 'is not', null).where('email_confirmed_at', 'is not', null)
   return (await q.executeTakeFirst()).numUpdatedRows === 1n
+}
+
+/**
+ * a password-less sign-in: the account whose passkey answered passkeyAuthenticationOptions(deps)
+ * (no DID), judged like a password login: a deleted account is unknown, a taken-down one refused
+ */
+export async function signInWithPasskey(
+  deps: FactorDeps,
+  response: AuthenticationResponseJSON,
+): Promise<{ ok: true; account: AccountRow } | { ok: false; why: 'invalid' | 'takendown' }> {
+  const hit = await verifyPasskeyAuthentication(deps, response)
+  const account = hit && (await getAccount(deps.db, hit.did))
+  if (!account || account.status === 'deleted') return { ok: false, why: 'invalid' }
+  if (account.status === 'takendown') return { ok: false, why: 'takendown' }
+  return { ok: true, account }
 }
