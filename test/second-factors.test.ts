@@ -133,14 +133,14 @@ describe('second factors', () => {
       await setEmailFactor(acct, true)
       await expect(login(acct.email)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired' })
       const code = signInCode(acct.email)
-      for (let i = 0; i < 5; i++) await expect(login(acct.did, `AAAAA-AAAA${2 + i}`)).rejects.toMatchObject({ error: 'InvalidToken' })
-      await expect(login(acct.did, code)).rejects.toMatchObject({ error: 'InvalidToken' })
+      for (let i = 0; i < 5; i++) await expect(login(acct.handle, `AAAAA-AAAA${2 + i}`)).rejects.toMatchObject({ error: 'InvalidToken' })
+      await expect(login(acct.handle, code)).rejects.toMatchObject({ error: 'InvalidToken' })
     })
 
     it('are skipped by app passwords, and gone once switched off', async () => {
       const acct = await confirmedAccount()
       await setEmailFactor(acct, true)
-      const { data } = await acct.agent.com.atproto.server.createAppPassword({ name: 'bot' })
+      const { data } = await acct.agent.com.atproto.server.createAppPassword({ name: 'bot-one' })
       const before = sink.received.length
       expect((await login(acct.handle, undefined, data.password)).data.did).toBe(acct.did)
       expect(sink.received.length).toBe(before)
