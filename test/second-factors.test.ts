@@ -193,7 +193,11 @@ describe('second factors', () => {
       const acct = await withTotp()
       const first = codeAt(acct.setup)
       await confirmTotp(deps(), acct.did, first)
-      await expect(login(acct.handle)).rejects.toMatchObject({ status: 401, error: 'AuthFactorTokenRequired', message: /authenticator app/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        status: 401,
+        error: 'AuthFactorTokenRequired',
+        message: /authenticator app/,
+      })
       // confirming used that step: the same code again is a replay
       await expect(login(acct.handle, first)).rejects.toMatchObject({ status: 400, error: 'InvalidToken' })
       const next = codeAt(acct.setup, Date.now() + 30_000)
@@ -218,7 +222,10 @@ describe('second factors', () => {
       const acct = await withTotp()
       await confirmTotp(deps(), acct.did, codeAt(acct.setup))
       await setEmailFactor(acct, true)
-      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired', message: /^A sign in code has been sent.*authenticator app/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        error: 'AuthFactorTokenRequired',
+        message: /^A sign in code has been sent.*authenticator app/,
+      })
       expect((await login(acct.handle, signInCode(acct.email))).data.did).toBe(acct.did)
       expect((await login(acct.handle, codeAt(acct.setup, Date.now() + 30_000))).data.did).toBe(acct.did)
     })
@@ -279,7 +286,10 @@ describe('second factors', () => {
       const reg = await verifyPasskeyRegistration(deps(), acct.did, auth.register(await passkeyRegistrationOptions(deps(), acct)), 'Key')
       if (!reg.ok) throw new Error(reg.message)
       // createSession has no way to run the ceremony: it points to the browser, app passwords and recovery codes
-      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired', message: /passkey.*browser.*app password.*recovery code/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        error: 'AuthFactorTokenRequired',
+        message: /passkey.*browser.*app password.*recovery code/,
+      })
       expect((await login(acct.handle, reg.recoveryCodes![0])).data.did).toBe(acct.did)
 
       const options = await passkeyAuthenticationOptions(deps(), acct.did)
@@ -318,7 +328,10 @@ describe('second factors', () => {
       expect(await removePasskey(deps().db, acct.did, answer.id)).toBe(true)
       expect(await factorsOf(deps().db, acct.did)).toEqual({ emailCode: false, totp: false, passkeys: 0, recoveryCodesLeft: 0 })
       expect((await login(acct.handle)).data.did).toBe(acct.did)
-      expect(await signInWithPasskey(deps(), auth.authenticate(await passkeyAuthenticationOptions(deps())))).toEqual({ ok: false, why: 'invalid' })
+      expect(await signInWithPasskey(deps(), auth.authenticate(await passkeyAuthenticationOptions(deps())))).toEqual({
+        ok: false,
+        why: 'invalid',
+      })
     })
   })
 })
