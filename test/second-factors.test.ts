@@ -137,6 +137,27 @@ describe('second factors', () => {
       await expect(login(acct.handle, code)).rejects.toMatchObject({ error: 'InvalidToken' })
     })
 
+    it('expire after their time, and at most five are mailed an hour', async () => {
+      const acct = await confirmedAccount()
+      await setEmailFactor(acct, true)
+      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired' })
+      const late = signInCode(acct.email)
+      await deps()
+        .db.updateTable('sign_in_code')
+        .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('did', '=', acct.did)
+        .execute()
+      await expect(login(acct.handle, late)).rejects.toMatchObject({ status: 400, error: 'ExpiredToken' })
+
+      const before = sink.received.length
+      for (let i = 0; i < 4; i++)
+        await expect(login(i % 2 ? acct.email : acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired' })
+      await expect(login(acct.email)).rejects.toMatchObject({ status: 429, error: 'RateLimitExceeded', message: /sign-in codes/ })
+      expect(sink.received.length).toBe(before + 4)
+      // the latest code mailed still works
+      expect((await login(acct.did, signInCode(acct.email))).data.did).toBe(acct.did)
+    })
+
     it('are skipped by app passwords, and gone once switched off', async () => {
       const acct = await confirmedAccount()
       await setEmailFactor(acct, true)
