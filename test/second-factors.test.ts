@@ -210,6 +210,20 @@ describe('second factors', () => {
       expect(await beginTotp(deps(), acct.did, acct.handle)).toEqual({ alreadyOn: true })
     })
 
+    it('keep each secret sealed to its account: a row copied onto another account does not open', async () => {
+      const victim = await withTotp()
+      await confirmTotp(deps(), victim.did, codeAt(victim.setup))
+      const attacker = await withTotp()
+      await confirmTotp(deps(), attacker.did, codeAt(attacker.setup))
+      const { secret_sealed } = await deps()
+        .db.selectFrom('totp')
+        .select('secret_sealed')
+        .where('did', '=', attacker.did)
+        .executeTakeFirstOrThrow()
+      await deps().db.updateTable('totp').set({ secret_sealed }).where('did', '=', victim.did).execute()
+      await expect(login(victim.handle, codeAt(attacker.setup, Date.now() + 30_000))).rejects.toMatchObject({ error: 'InvalidToken' })
+    })
+
     it('ask for the app code at createSession, accept it once, and accept the next step', async () => {
       const acct = await withTotp()
       const first = codeAt(acct.setup)
