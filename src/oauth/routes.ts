@@ -140,6 +140,7 @@ export function oauthRoutes(deps: Deps): Router {
         code_challenge_method: 'S256',
         dpop_jkt: jkt,
         login_hint: p.login_hint || null,
+        prompt: p.prompt || null,
         expires_at: later(PAR_TTL_S),
       })
       res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
