@@ -39,12 +39,10 @@ const initials = (handle: string) =>
     .map((p) => p[0].toUpperCase())
     .join('')
 
+const field = (name: string, value: string) => html`<input type="hidden" name="${name}" value="${value}" />`
+
 function hidden(f: Flow, step: string, extra: Record<string, string> = {}): SafeHtml {
-  return html`<input type="hidden" name="${CSRF_FIELD}" value="${f.csrf}" /><input
-      type="hidden"
-      name="step"
-      value="${step}"
-    />${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}" />`)}`
+  return html`${field(CSRF_FIELD, f.csrf)}${field('step', step)}${Object.entries(extra).map(([k, v]) => field(k, v))}`
 }
 
 function messages(f: Flow): SafeHtml {
