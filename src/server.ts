@@ -23,6 +23,7 @@ import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
+import { webRoutes } from './web/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
 import { wellKnownRoutes } from './well-known.js'
@@ -155,6 +156,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(browserHeaders())
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
+  app.use(skipForXrpc(webRoutes()))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(optionalBodies)
   // raw inputs (uploadBlob, importRepo) stay streams whatever their Content-Type: a JSON file

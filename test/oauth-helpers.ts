@@ -88,10 +88,29 @@ export async function openPage(url: string, requestUri: string) {
 export async function submitPage(
   url: string,
   requestUri: string,
-  fields: { handle?: string; password?: string; action: string; csrf_token?: string },
+  fields: { handle?: string; password?: string; action?: string; csrf_token?: string; step?: string; did?: string; remember?: string },
   cookie: string,
 ) {
   return post(`${url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`, fields, { cookie })
+}
+
+/** the password form, then Allow on the consent page it leads to; the consent page's answer */
+export async function signInAndAllow(
+  url: string,
+  requestUri: string,
+  login: { handle: string; password: string },
+  page: { csrf?: string; cookie: string },
+  extra: { remember?: string } = {},
+) {
+  const signedIn = await submitPage(
+    url,
+    requestUri,
+    { ...login, ...extra, step: 'login', action: 'allow', csrf_token: page.csrf },
+    page.cookie,
+  )
+  if (signedIn.status !== 200 || !signedIn.text.includes('name="step" value="consent"')) return signedIn
+  const did = /name="did" value="([^"]+)"/.exec(signedIn.text)![1]
+  return submitPage(url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)
 }
 
 /** the whole flow up to the code; returns code, state and pkce verifier */
@@ -107,7 +126,7 @@ export async function authorize(
   const requestUri = parRes.json.request_uri as string
   const page = await openPage(pds.url, requestUri)
   expect(page.status).toBe(200)
-  const res = await submitPage(pds.url, requestUri, { ...login, action: 'allow', csrf_token: page.csrf }, page.cookie)
+  const res = await signInAndAllow(pds.url, requestUri, login, page)
   expect(res.status, res.text).toBe(302)
   const loc = new URL(res.headers.get('location')!)
   return {

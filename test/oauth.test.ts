@@ -17,6 +17,7 @@ import {
   post,
   REDIRECT,
   refreshGrant,
+  signInAndAllow,
   submitPage,
   type DpopKey,
 } from './oauth-helpers.js'
@@ -176,20 +177,32 @@ describe('OAuth authorization server', () => {
   })
 
   describe('sign-in page', () => {
-    it('renders a form with the client, the scopes in words, the login hint and a CSRF cookie', async () => {
+    it('renders a password form with the login hint and a device cookie, then the scopes in words', async () => {
+      const acct = await newAccount()
       const key = await dpopKey()
-      const res = await par(srv, key, { login_hint: 'someone.test' })
+      const res = await par(srv, key, { login_hint: acct.handle })
       const page = await openPage(pds.url, res.json.request_uri)
       expect(page.status).toBe(200)
-      expect(page.cookie).toMatch(/^pds_oauth_csrf=.+/)
-      expect(page.csrf).toBe(page.cookie.split('=')[1])
-      expect(page.html).toContain('value="someone.test"')
+      expect(page.cookie).toMatch(/^pds_device=.+/)
+      // the form token is derived from the device secret, never the secret itself
+      expect(page.csrf).toBeTruthy()
+      expect(page.cookie).not.toContain(page.csrf!)
+      expect(page.html).toContain(`value="${acct.handle}"`)
       expect(page.html).toContain('name="password"')
       expect(page.html).toContain('value="allow"')
       expect(page.html).toContain('value="deny"')
-      expect(page.html).toContain('Know who you are')
-      expect(page.html).toContain('read and write your posts')
       expect(page.html).not.toContain('<script')
+      const consent = await submitPage(
+        pds.url,
+        res.json.request_uri,
+        { handle: acct.handle, password: PASSWORD, step: 'login', csrf_token: page.csrf },
+        page.cookie,
+      )
+      expect(consent.status).toBe(200)
+      expect(consent.text).toContain('Know who you are')
+      expect(consent.text).toContain('Create, change and delete any of your records')
+      expect(consent.text).toContain('atproto transition:generic')
+      expect(consent.text).not.toContain('<script')
     })
 
     it('redirects with code, state and iss, and deletes the PAR record', async () => {
@@ -225,12 +238,7 @@ describe('OAuth authorization server', () => {
       expect(unknown.text).toContain('Wrong handle or password.')
       expect(wrong.text).toContain(`value="${acct.handle}"`)
       // the request is still pending: the right password now works
-      const ok = await submitPage(
-        pds.url,
-        res.json.request_uri,
-        { handle: acct.handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
-        page.cookie,
-      )
+      const ok = await signInAndAllow(pds.url, res.json.request_uri, { handle: acct.handle, password: PASSWORD }, page)
       expect(ok.status).toBe(302)
     })
 

@@ -116,6 +116,11 @@ export interface PasswordGuard {
    * when either budget is spent (nothing is checked then), else undefined
    */
   attempt(req: Request, identifier: string): Promise<number | undefined>
+  /**
+   * the server's own pages spend an address budget of an XRPC method they share work with
+   * (a reset email, a sign-up); the seconds to wait when it is spent, else undefined
+   */
+  spend(req: Request, limit: 'resetPassword' | 'createAccount'): Promise<number | undefined>
   /** admin Basic: the seconds to wait when this address may not try the admin password now */
   adminBlocked(req: Request): Promise<number | undefined>
   /** admin Basic: counts a wrong admin password against the address */
@@ -169,6 +174,15 @@ export class RateLimits implements PasswordGuard {
     const spend = (name: LimitName, key: string) =>
       this.limits[name].map((w, i) => this.limiter(name, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 }))
     const results = await Promise.allSettled([...spend('login', loginKey(identifier)), ...spend('loginAddress', ip({ req } as Ctx))])
+    return waitOf(results)
+  }
+
+  async spend(req: Request, limit: 'resetPassword' | 'createAccount'): Promise<number | undefined> {
+    if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
+    const key = ip({ req } as Ctx)
+    const results = await Promise.allSettled(
+      this.limits[limit].map((w, i) => this.limiter(limit, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 })),
+    )
     return waitOf(results)
   }
 

@@ -23,6 +23,8 @@ export async function endAllSessions(trx: Store, did: string): Promise<void> {
     .execute()
   await trx.deleteFrom('refresh_token').where('did', '=', did).execute()
   await trx.deleteFrom('oauth_code').where('did', '=', did).execute()
+  // a browser that stayed signed in on the server's pages is signed out as well
+  await trx.deleteFrom('device_account').where('did', '=', did).execute()
 }
 
 /** a revoked app password: its sessions end, and its live access tokens with them */

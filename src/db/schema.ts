@@ -124,6 +124,8 @@ export interface OAuthRequestTable {
   code_challenge_method: string
   dpop_jkt: string
   login_hint: string | null
+  /** the client's OAuth prompt (none, login, consent, select_account, create) */
+  prompt: string | null
   expires_at: string
   created_at: string
 }
@@ -237,7 +239,26 @@ export interface AccountPrefTable {
   value_json: string
 }
 
+export interface DeviceTable {
+  id: string
+  /** SHA-256 of the cookie's secret; the secret itself is never stored */
+  secret_hash: string
+  created_at: string
+  last_seen_at: string
+}
+
+export interface DeviceAccountTable {
+  device_id: string
+  did: string
+  /** 1: listed on the device and kept signed in; 0: counts for one visit only */
+  remember: number
+  authenticated_at: string
+  created_at: string
+}
+
 export interface Schema {
+  device: DeviceTable
+  device_account: DeviceAccountTable
   account_pref: AccountPrefTable
   account: AccountTable
   refresh_token: RefreshTokenTable

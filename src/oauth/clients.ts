@@ -7,7 +7,11 @@ import type { OutboundGuard } from '../net/guard.js'
 export type ClientMetadata = {
   client_id: string
   client_name?: string
+  /** https only, shown on the consent page */
   client_uri?: string
+  logo_uri?: string
+  tos_uri?: string
+  policy_uri?: string
   redirect_uris: string[]
   /** space-separated scopes the client may ask for */
   scope: string
@@ -148,10 +152,25 @@ function validateMetadata(clientId: string, json: unknown, allowLoopbackHttp: bo
   return {
     client_id: clientId,
     client_name: typeof m.client_name === 'string' ? m.client_name.slice(0, 100) : undefined,
-    client_uri: typeof m.client_uri === 'string' ? m.client_uri : undefined,
+    client_uri: httpsUri(m.client_uri),
+    logo_uri: httpsUri(m.logo_uri),
+    tos_uri: httpsUri(m.tos_uri),
+    policy_uri: httpsUri(m.policy_uri),
     redirect_uris: m.redirect_uris,
     scope,
     loopback: false,
+  }
+}
+
+/** a link the consent page may show: an https URL, else nothing (a bad link is dropped, the
+ *  client still signs in) */
+function httpsUri(v: unknown): string | undefined {
+  if (typeof v !== 'string' || v.length > 2048) return undefined
+  try {
+    const u = new URL(v)
+    return u.protocol === 'https:' && !u.username && !u.password ? u.href : undefined
+  } catch {
+    return undefined
   }
 }
 

@@ -1,85 +1,283 @@
-// The sign-in and consent page of /oauth/authorize: a plain HTML form that works
-// without JavaScript, posting handle, password, csrf_token and action=allow|deny. Authorize comes
-// first in the form so that pressing Enter signs in; the layout shows it on the right.
+// The pages of /oauth/authorize, on the server's one layout: the accounts remembered on this
+// device, the password form, the consent page, sign-up and a forgotten password. Each is a plain
+// form posting back to the same URL with a `step` field; nothing needs JavaScript.
+import { html, type SafeHtml } from '../web/html.js'
+import { layout, type ServerInfo } from '../web/layout.js'
+import { CSRF_FIELD } from '../web/csrf.js'
+import type { DeviceAccount } from '../web/devices.js'
+import type { ConsentWords } from './consent-words.js'
 
-const SCOPE_WORDS: Record<string, string> = {
-  atproto: 'Know who you are on the network (your DID and handle)',
-  'transition:generic':
-    'Act on your account: read and write your posts, likes, follows and other records, upload files, and change account settings',
+/** what the pages show of the app asking */
+export type ClientView = {
+  id: string
+  name: string
+  loopback: boolean
+  logoUri?: string
+  clientUri?: string
+  tosUri?: string
+  policyUri?: string
 }
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
-
-export function describeScopes(scope: string): string[] {
-  return scope
-    .split(' ')
-    .filter(Boolean)
-    .map((s) => SCOPE_WORDS[s] ?? s)
-}
-
-export type PageInput = {
+/** what every page of one sign-in shares */
+export type Flow = {
+  server: ServerInfo
+  client: ClientView
+  /** the form's action, with the request_uri */
   action: string
+  /** GET links to the other views of this sign-in */
+  link: (view: string, extra?: Record<string, string>) => string
   csrf: string
-  clientName: string
-  clientId: string
-  scope: string
-  handle?: string
   error?: string
-  serverName: string
+  notice?: string
 }
 
-export function signInPage(p: PageInput): string {
-  const scopes = describeScopes(p.scope)
-    .map((s) => `<li>${esc(s)}</li>`)
+const initials = (handle: string) =>
+  handle
+    .split('.')
+    .filter(Boolean)
+    .slice(0, 2)
+    .map((p) => p[0].toUpperCase())
     .join('')
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in to ${esc(p.clientName)}</title>
-<style>
-body{font-family:system-ui,sans-serif;background:#f4f5f7;margin:0;padding:2rem 1rem;color:#1d2228}
-main{max-width:26rem;margin:0 auto;background:#fff;border-radius:12px;padding:1.5rem 1.75rem;box-shadow:0 1px 4px rgba(0,0,0,.12)}
-h1{font-size:1.3rem;margin:0 0 .25rem}
-.client{color:#555;font-size:.9rem;word-break:break-all;margin:0 0 1rem}
-.note{color:#555;font-size:.85rem;margin:1rem 0 0}
-ul{padding-left:1.2rem} li{margin:.3rem 0}
-label{display:block;margin:.8rem 0 .25rem;font-weight:600}
-input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.55rem;border:1px solid #bbb;border-radius:6px;font-size:1rem}
-.error{background:#fde8e8;color:#8a1c1c;border-radius:6px;padding:.6rem .8rem;margin:0 0 1rem}
-.buttons{display:flex;flex-direction:row-reverse;gap:.75rem;margin-top:1.25rem}
-button{flex:1;padding:.65rem;font-size:1rem;border-radius:6px;border:1px solid #0a66c2;cursor:pointer}
-button[value=allow]{background:#0a66c2;color:#fff} button[value=deny]{background:#fff;color:#0a66c2}
-</style>
-</head>
-<body>
-<main>
-<h1><span id="client-name">${esc(p.clientName)}</span> wants to access your account</h1>
-<p class="client">${esc(p.clientId)}</p>
-${p.error ? `<p class="error" role="alert">${esc(p.error)}</p>` : ''}
-<p>If you allow it, this application will be able to:</p>
-<ul id="scopes">${scopes}</ul>
-<form method="post" action="${esc(p.action)}">
-<input type="hidden" name="csrf_token" value="${esc(p.csrf)}">
-<label for="handle">Handle</label>
-<input type="text" id="handle" name="handle" value="${esc(p.handle ?? '')}" autocomplete="username" autocapitalize="none" spellcheck="false" required>
-<label for="password">Password</label>
-<input type="password" id="password" name="password" autocomplete="current-password" required>
-<div class="buttons">
-<button type="submit" name="action" value="allow">Authorize</button>
-<button type="submit" name="action" value="deny" formnovalidate>Deny</button>
-</div>
-</form>
-<p class="note">Signing in at ${esc(p.serverName)} with your account password (app passwords are not accepted here).</p>
-</main>
-</body>
-</html>`
+
+const field = (name: string, value: string) => html`<input type="hidden" name="${name}" value="${value}" />`
+
+function hidden(f: Flow, step: string, extra: Record<string, string> = {}): SafeHtml {
+  return html`${field(CSRF_FIELD, f.csrf)}${field('step', step)}${Object.entries(extra).map(([k, v]) => field(k, v))}`
 }
 
-export function messagePage(title: string, message: string): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head>
-<body style="font-family:system-ui,sans-serif;max-width:30rem;margin:3rem auto;padding:0 1rem">
-<h1>${esc(title)}</h1><p>${esc(message)}</p></body></html>`
+function messages(f: Flow): SafeHtml {
+  return html`${f.error && html`<p class="alert" role="alert" id="error">${f.error}</p>`}${f.notice && html`<p class="notice" role="status" id="notice">${f.notice}</p>`}`
+}
+
+/** where the app comes from (a loopback app's name already says it) */
+function clientLine(f: Flow): SafeHtml {
+  return f.client.loopback ? html`` : html`<p class="muted break">${new URL(f.client.id).host}</p>`
+}
+
+const denyButton = html`<button type="submit" name="action" value="deny" formnovalidate>Cancel</button>`
+
+/** the accounts remembered on this device */
+export function pickerPage(f: Flow, accounts: DeviceAccount[]): SafeHtml {
+  const rows = accounts.map(
+    (a) =>
+      html`<li>
+        <form method="post" action="${f.action}" class="pick">
+          ${hidden(f, 'select', { did: a.did })}
+          <button type="submit" class="account" name="action" value="allow">
+            <span class="initials" aria-hidden="true">${initials(a.handle)}</span><span>@${a.handle}</span>
+          </button>
+        </form>
+        <form method="post" action="${f.action}">
+          ${hidden(f, 'forget', { did: a.did })}
+          <button type="submit" class="link" name="action" value="forget" aria-label="Forget @${a.handle} on this device">Forget</button>
+        </form>
+      </li>`,
+  )
+  return layout({
+    title: 'Choose an account',
+    server: f.server,
+    body: html`<h1>Choose an account to continue to <span id="client-name">${f.client.name}</span></h1>
+      ${clientLine(f)}${messages(f)}
+      <ul class="accounts" id="accounts">
+        ${rows}
+      </ul>
+      <div class="links">
+        <a href="${f.link('login')}" id="other-account">Use another account</a>
+        <a href="${f.link('signup')}">Create an account</a>
+      </div>
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'deny')}
+        <div class="buttons">${denyButton}</div>
+      </form>`,
+  })
+}
+
+/** handle (or email) and password */
+export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasAccounts: boolean }): SafeHtml {
+  return layout({
+    title: `Sign in to ${f.client.name}`,
+    server: f.server,
+    body: html`<h1>Sign in to continue to <span id="client-name">${f.client.name}</span></h1>
+      ${clientLine(f)}${messages(f)}
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'login')}
+        <label for="handle">Handle or email</label>
+        <input
+          type="text"
+          id="handle"
+          name="handle"
+          value="${p.handle ?? ''}"
+          autocomplete="username"
+          autocapitalize="none"
+          spellcheck="false"
+          required${p.handle ? '' : html` autofocus`}
+        />
+        <label for="password">Password <span class="hint">Your account password; app passwords are not accepted here.</span></label>
+        <input type="password" id="password" name="password" autocomplete="current-password" required${p.handle ? html` autofocus` : ''} />
+        <label class="check"
+          ><input type="checkbox" name="remember" value="on" ${p.remember ? html` checked` : ''} /> Remember this account on this
+          device</label
+        >
+        <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Sign in</button>${denyButton}</div>
+      </form>
+      <div class="links">
+        <a href="${f.link('reset')}">Forgot password?</a>
+        <a href="${f.link('signup')}">Create an account</a>
+        ${p.hasAccounts && html`<a href="${f.link('select')}">Back to saved accounts</a>`}
+      </div>`,
+  })
+}
+
+/** what the app asks for, in plain words, then Accept or Deny */
+export function consentPage(f: Flow, p: { did: string; handle: string; words: ConsentWords; scope: string }): SafeHtml {
+  const c = f.client
+  const links = [
+    c.clientUri && html`<a href="${c.clientUri}" rel="noreferrer" id="client-uri">Website</a>`,
+    c.tosUri && html`<a href="${c.tosUri}" rel="noreferrer" id="client-tos">Terms of service</a>`,
+    c.policyUri && html`<a href="${c.policyUri}" rel="noreferrer" id="client-policy">Privacy policy</a>`,
+  ].filter(Boolean)
+  const groups = p.words.groups.map(
+    (g) =>
+      html`<li data-kind="${g.kind}">
+        <strong>${g.title}</strong>
+        <ul>
+          ${g.items.map((i) => html`<li>${i}</li>`)}
+        </ul>
+      </li>`,
+  )
+  const sets = p.words.sets.map(
+    (s) =>
+      html`<li data-kind="set" data-nsid="${s.nsid}">
+        <strong>${s.title}</strong>${s.detail && html`<p>${s.detail}</p>`}${
+          s.items.length > 0 &&
+          html`<ul>
+            ${s.items.map((i) => html`<li>${i}</li>`)}
+          </ul>`
+        }
+      </li>`,
+  )
+  return layout({
+    title: `Allow ${c.name}?`,
+    server: f.server,
+    body: html`<div class="client">
+        ${c.logoUri && html`<img src="${c.logoUri}" alt="" id="client-logo" />`}
+        <div>
+          <h1><span id="client-name">${c.name}</span> wants to access your account</h1>
+          ${!c.loopback && html`<p class="muted break" id="client-id">${c.id}</p>`}
+        </div>
+      </div>
+      ${links.length > 0 && html`<div class="links">${links}</div>`} ${messages(f)}
+      <p>Signed in as <strong id="account-handle">@${p.handle}</strong>. <a href="${f.link('select')}">Not you?</a></p>
+      <h2>If you allow it, this app can:</h2>
+      <ul class="perms" id="permissions">
+        ${sets}${groups}
+      </ul>
+      <details>
+        <summary>Show the exact permissions requested</summary>
+        <p><code id="raw-scope">${p.scope}</code></p>
+      </details>
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'consent', { did: p.did })}
+        <div class="buttons">
+          <button type="submit" class="primary" name="action" value="allow" id="accept">Allow</button
+          ><button type="submit" name="action" value="deny" id="deny">Deny</button>
+        </div>
+      </form>`,
+  })
+}
+
+/** a new account on this server, made inside the sign-in */
+export function signupPage(
+  f: Flow,
+  p: { name?: string; domain?: string; email?: string; domains: string[]; inviteRequired: boolean; inviteCode?: string; remember: boolean },
+): SafeHtml {
+  const domainField =
+    p.domains.length === 1
+      ? html`<span class="muted" id="handle-domain">${p.domains[0]}</span><input type="hidden" name="domain" value="${p.domains[0]}" />`
+      : html`<select name="domain" aria-label="Handle domain">
+          ${p.domains.map((d) => html`<option value="${d}" ${d === p.domain ? html` selected` : ''}>${d}</option>`)}
+        </select>`
+  return layout({
+    title: 'Create an account',
+    server: f.server,
+    body: html`<h1>Create an account on ${f.server.name}</h1>
+      <p class="muted">Then continue to <span id="client-name">${f.client.name}</span>.</p>
+      ${messages(f)}
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'signup')}
+        <label for="name">Handle <span class="hint">Letters, digits and hyphens.</span></label>
+        <div class="suffix">
+          <input
+            type="text"
+            id="name"
+            name="name"
+            value="${p.name ?? ''}"
+            autocapitalize="none"
+            spellcheck="false"
+            autocomplete="username"
+            required
+            autofocus
+          />${domainField}
+        </div>
+        <label for="email">Email</label>
+        <input type="email" id="email" name="email" value="${p.email ?? ''}" autocomplete="email" required />
+        <label for="password">Password <span class="hint">At least 8 characters.</span></label>
+        <input type="password" id="password" name="password" autocomplete="new-password" minlength="8" required />
+        ${p.inviteRequired && html`<label for="invite">Invite code</label><input type="text" id="invite" name="invite_code" value="${p.inviteCode ?? ''}" autocapitalize="none" spellcheck="false" required />`}
+        <label class="check"
+          ><input type="checkbox" name="remember" value="on" ${p.remember ? html` checked` : ''} /> Remember this account on this
+          device</label
+        >
+        <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Create account</button>${denyButton}</div>
+      </form>
+      <div class="links"><a href="${f.link('login')}">I already have an account</a></div>`,
+  })
+}
+
+/** step one of a forgotten password: the address to mail a code to */
+export function resetRequestPage(f: Flow, p: { email?: string }): SafeHtml {
+  return layout({
+    title: 'Reset your password',
+    server: f.server,
+    body: html`<h1>Reset your password</h1>
+      ${messages(f)}
+      <p>Enter the email address of your account. We will send you a code to set a new password.</p>
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'reset-request')}
+        <label for="email">Email</label>
+        <input type="email" id="email" name="email" value="${p.email ?? ''}" autocomplete="email" required autofocus />
+        <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Send code</button></div>
+      </form>
+      <div class="links">
+        <a href="${f.link('reset-token')}">I already have a code</a><a href="${f.link('login')}">Back to sign in</a>
+      </div>`,
+  })
+}
+
+/** step two: the mailed code and the new password */
+export function resetPage(f: Flow): SafeHtml {
+  return layout({
+    title: 'Choose a new password',
+    server: f.server,
+    body: html`<h1>Choose a new password</h1>
+      ${messages(f)}
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'reset')}
+        <label for="token">Code from the email</label>
+        <input
+          type="text"
+          id="token"
+          name="token"
+          autocomplete="one-time-code"
+          autocapitalize="characters"
+          spellcheck="false"
+          required
+          autofocus
+        />
+        <label for="password">New password <span class="hint">At least 8 characters.</span></label>
+        <input type="password" id="password" name="password" autocomplete="new-password" minlength="8" required />
+        <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Set password</button></div>
+      </form>
+      <div class="links"><a href="${f.link('reset')}">Send a new code</a><a href="${f.link('login')}">Back to sign in</a></div>`,
+  })
 }

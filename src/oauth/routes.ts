@@ -2,26 +2,26 @@
 // the sign-in page, the token endpoint and revocation. Errors follow RFC 6749 §5.2
 // (`{error, error_description}`), never XRPC bodies. Rows live in oauth/store.ts; the sign-in
 // form's password check is account/login.ts, the one createSession uses.
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { base64url } from 'jose'
 import type { Services } from '../context.js'
-import { login } from '../account/login.js'
 import { ClientError, type ClientMetadata } from './clients.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
 import { ReplayStoreUnavailable } from './replay.js'
-import { messagePage, signInPage } from './page.js'
+import { authorizePages, PROMPTS } from './authorize.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
-import { expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
+import { describePermissionSets, expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
 import * as store from './store.js'
 
 export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
 const PAR_TTL_S = 60
-const CODE_TTL_S = 60
-const CSRF_COOKIE = 'pds_oauth_csrf'
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
 
-type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords' | 'didResolver' | 'outbound'>
+type Deps = Pick<
+  Services,
+  'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'tokenKeys' | 'rotationKey' | 'outbound' | 'didResolver'
+>
 
 class OAuthError extends Error {
   constructor(
@@ -37,7 +37,7 @@ const later = (s: number) => new Date(Date.now() + s * 1000).toISOString()
 const nowIso = () => new Date().toISOString()
 
 export function oauthRoutes(deps: Deps): Router {
-  const { config, db, oauth, passwords } = deps
+  const { config, db, oauth } = deps
   const r = Router()
   const sets = new PermissionSets(deps)
   const form = express.urlencoded({ extended: false, limit: '64kb' })
@@ -121,6 +121,8 @@ export function oauthRoutes(deps: Deps): Router {
         throw new OAuthError(400, 'invalid_request', 'code_challenge must be base64url(SHA-256(code_verifier))')
       if (p.response_mode !== undefined && p.response_mode !== 'query')
         throw new OAuthError(400, 'invalid_request', 'response_mode must be query')
+      if (p.prompt !== undefined && !(PROMPTS as readonly string[]).includes(p.prompt))
+        throw new OAuthError(400, 'invalid_request', `prompt must be one of ${PROMPTS.join(', ')}`)
       if (p.login_hint !== undefined && p.login_hint.length > 256) throw new OAuthError(400, 'invalid_request', 'login_hint is too long')
       // the key comes from a dpop_jkt parameter or a DPoP proof; both must agree; one is required. The
       // proof's jti is not recorded: replaying it gains nothing that naming its key in dpop_jkt
@@ -146,139 +148,19 @@ export function oauthRoutes(deps: Deps): Router {
         code_challenge_method: 'S256',
         dpop_jkt: jkt,
         login_hint: p.login_hint || null,
+        prompt: p.prompt || null,
         expires_at: later(PAR_TTL_S),
       })
       res.status(201).json({ request_uri: requestUri, expires_in: PAR_TTL_S })
     }),
   )
 
-  const pendingRequest = async (req: Request) => {
-    const requestUri = typeof req.query.request_uri === 'string' ? req.query.request_uri : undefined
-    const row = requestUri ? await store.pendingRequest(db, requestUri) : undefined
-    if (!row) return undefined
-    if (typeof req.query.client_id === 'string' && req.query.client_id !== row.client_id) return undefined
-    return row
-  }
-  const expired = (res: Response) =>
-    res
-      .status(400)
-      .type('html')
-      .send(
-        messagePage(
-          'Sign-in request expired',
-          'This sign-in request is unknown or has expired. Go back to the application and start again.',
-        ),
-      )
-
-  const renderPage = async (
-    req: Request,
-    res: Response,
-    row: { client_id: string; scope: string; request_uri: string },
-    csrf: string,
-    extra: { handle?: string; error?: string; status?: number; retryAfterS?: number },
-  ) => {
-    let client: ClientMetadata | undefined
-    try {
-      client = await oauth.clients.resolve(row.client_id)
-    } catch {
-      client = undefined
-    }
-    const action = `/oauth/authorize?request_uri=${encodeURIComponent(row.request_uri)}`
-    if (extra.retryAfterS !== undefined) res.setHeader('Retry-After', String(extra.retryAfterS))
-    res
-      .status(extra.status ?? 200)
-      .type('html')
-      .setHeader('Cache-Control', 'no-store')
-      .setHeader('X-Frame-Options', 'DENY')
-      // no form-action: browsers apply it to the redirect to the client after the post
-      .setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-      .send(
-        signInPage({
-          action,
-          csrf,
-          clientName: client?.client_name ?? new URL(row.client_id).host,
-          clientId: row.client_id,
-          scope: row.scope,
-          handle: extra.handle,
-          error: extra.error,
-          serverName: new URL(config.publicUrl).host,
-        }),
-      )
-  }
-
-  r.get(
-    '/oauth/authorize',
-    handle(async (req, res) => {
-      const row = await pendingRequest(req)
-      if (!row) return expired(res)
-      const csrf = randomId()
-      res.setHeader('Set-Cookie', csrfCookie(csrf, config.publicUrl))
-      await renderPage(req, res, row, csrf, { handle: row.login_hint ?? undefined })
-    }),
-  )
-
-  r.post(
-    '/oauth/authorize',
-    form,
-    handle(async (req, res) => {
-      const body = params(req.body)
-      const row = await pendingRequest(req)
-      if (!row) return expired(res)
-      const cookie = readCookie(req.headers.cookie, CSRF_COOKIE)
-      if (!cookie || !body.csrf_token || !sameString(cookie, body.csrf_token)) {
-        return res
-          .status(403)
-          .type('html')
-          .send(messagePage('Form expired', 'This sign-in form is no longer valid. Reload the page and try again.'))
-      }
-      const redirect = new URL(row.redirect_uri)
-      redirect.searchParams.set('state', row.state)
-      redirect.searchParams.set('iss', oauth.issuer)
-
-      if (body.action === 'deny') {
-        await store.dropRequest(db, row.request_uri)
-        redirect.searchParams.set('error', 'access_denied')
-        redirect.searchParams.set('error_description', 'The user denied access')
-        return res.redirect(302, redirect.href)
-      }
-      if (body.action !== 'allow') return renderPage(req, res, row, cookie, { status: 400, error: 'Choose Authorize or Deny.' })
-
-      const handleInput = (body.handle ?? '').trim()
-      // the same budgets as createSession (per account and per address, before any hashing); the main
-      // password only: an app password must not mint tokens with wider scopes than it has itself
-      const result = await login(db, {
-        identifier: handleInput,
-        password: body.password ?? '',
-        appPasswords: false,
-        budget: { guard: passwords, req },
-      })
-      if (!result.ok) {
-        if (result.why === 'rateLimited') {
-          const wait = result.retryAfterS
-          return renderPage(req, res, row, cookie, { status: 429, handle: handleInput, retryAfterS: wait, error: tooManyAttempts(wait) })
-        }
-        const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
-        return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
-      }
-
-      // the code, and every token from it, carries the permissions the sets grant, never include:
-      let granted: string
-      try {
-        granted = await expandPermissionSets(row.scope, sets)
-      } catch (err) {
-        if (!(err instanceof PermissionSetError)) throw err
-        await store.dropRequest(db, row.request_uri)
-        redirect.searchParams.set('error', 'invalid_scope')
-        redirect.searchParams.set('error_description', err.message)
-        return res.redirect(302, redirect.href)
-      }
-      const code = randomId(32)
-      // the PAR record is single use: of two concurrent sign-ins one wins
-      if (!(await store.issueCode(db, { ...row, scope: granted }, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
-      res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
-      redirect.searchParams.set('code', code)
-      res.redirect(302, redirect.href)
-    }),
+  r.use(
+    authorizePages(
+      deps,
+      (scope) => describePermissionSets(scope, sets),
+      (scope) => expandPermissionSets(scope, sets),
+    ),
   )
 
   r.post(
@@ -469,29 +351,4 @@ function redirectAllowed(client: ClientMetadata, uri: string): boolean {
   })
 }
 
-function tooManyAttempts(waitS: number): string {
-  const minutes = Math.ceil(waitS / 60)
-  const when = minutes <= 1 ? 'a minute' : minutes < 120 ? `${minutes} minutes` : `${Math.ceil(minutes / 60)} hours`
-  return `Too many sign-in attempts for this account or from this network. Try again in ${when}.`
-}
-
 const pkceChallenge = (verifier: string) => base64url.encode(createHash('sha256').update(verifier).digest())
-
-function sameString(a: string, b: string): boolean {
-  const x = createHash('sha256').update(a).digest()
-  const y = createHash('sha256').update(b).digest()
-  return timingSafeEqual(x, y)
-}
-
-function csrfCookie(value: string, publicUrl: string, maxAge = 600): string {
-  const secure = publicUrl.startsWith('https:') ? '; Secure' : ''
-  return `${CSRF_COOKIE}=${value}; Path=/oauth/authorize; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure}`
-}
-
-function readCookie(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const i = part.indexOf('=')
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || undefined
-  }
-  return undefined
-}

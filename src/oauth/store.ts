@@ -154,3 +154,21 @@ async function insertRefresh(trx: Store, pair: MintedPair, grant: Grant): Promis
     })
     .execute()
 }
+
+/** keeps a request a person is working through alive a while longer (never past `until`) */
+export async function extendRequest(db: Store, request: OAuthRequest, until: string): Promise<void> {
+  await db.updateTable('oauth_request').set({ expires_at: until }).where('request_uri', '=', request.request_uri).execute()
+}
+
+/** the scopes `did` already granted `clientId` through live OAuth grants */
+export async function grantedScopes(db: Store, did: string, clientId: string): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom('refresh_token')
+    .select('scope')
+    .where('did', '=', did)
+    .where('kind', '=', 'oauth')
+    .where('client_id', '=', clientId)
+    .where('expires_at', '>', nowIso())
+    .execute()
+  return new Set(rows.flatMap((r) => (r.scope ?? '').split(' ').filter(Boolean)))
+}

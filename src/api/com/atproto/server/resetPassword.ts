@@ -4,19 +4,9 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
-import { xrpcError } from '../../../../errors.js'
-import { hashPassword, MAX_PASSWORD_LENGTH } from '../../../../account/password.js'
-import { resetPasswordHash } from '../../../../account/passwords.js'
-
-export const MIN_PASSWORD_LENGTH = 8
+import { resetPassword } from '../../../../account/password-reset.js'
 
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.resetPassword<AuthFor<'com.atproto.server.resetPassword'>>(async ({ input }) => {
-    const { token, password } = input.body
-    // checked first, so a too-short password does not burn the token
-    if (password.length < MIN_PASSWORD_LENGTH)
-      throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
-    if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at most ${MAX_PASSWORD_LENGTH} characters`)
-    const hash = await hashPassword(password)
-    await resetPasswordHash(db, token, hash)
+    await resetPassword(db, input.body.token, input.body.password)
   })
