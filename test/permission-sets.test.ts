@@ -9,7 +9,7 @@ import { requestLocalLock } from '@atproto/oauth-client'
 import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
-import { ath, authorize, dpopKey, exchange, loopbackClientId, par, REDIRECT, refreshGrant } from './oauth-helpers.js'
+import { ath, authorize, dpopKey, exchange, loopbackClientId, openPage, par, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 import { describePermissionSets, PermissionSets } from '../src/oauth/permission-sets.js'
 
@@ -262,16 +262,18 @@ describe('permission sets', () => {
     const client = officialClient(scope)
     const authUrl = await client.authorize(user.handle, { scope })
     const requestUri = authUrl.searchParams.get('request_uri')!
-    const page = await fetch(`${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`)
-    const html = await page.text()
-    const cookie = (page.headers.get('set-cookie') ?? '').split(';')[0]
-    const csrf = /name="csrf_token" value="([^"]+)"/.exec(html)![1]
-    const res = await fetch(`${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
-      body: new URLSearchParams({ handle: user.handle, password: PASSWORD, action: 'allow', csrf_token: csrf }),
-      redirect: 'manual',
-    })
+    const page = await openPage(pds.url, requestUri)
+    // the consent page names the set by its title and detail, not by its NSID alone
+    const consent = await submitPage(
+      pds.url,
+      requestUri,
+      { handle: user.handle, password: PASSWORD, step: 'login', action: 'allow', csrf_token: page.csrf },
+      page.cookie,
+    )
+    expect(consent.text).toContain('Example posts')
+    expect(consent.text).toContain('Write posts and likes of the example app')
+    const did = /name="did" value="([^"]+)"/.exec(consent.text)![1]
+    const res = await submitPage(pds.url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)
     expect(res.status).toBe(302)
     const { session } = await client.callback(new URL(res.headers.get('location')!).searchParams)
     const info = await session.getTokenInfo(false)
