@@ -5,6 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { base64url } from 'jose'
+import { IncludeScope, isAtprotoOauthScope, STATIC_SCOPE_VALUES } from '@atproto/oauth-scopes'
 import type { Services } from '../context.js'
 import { login } from '../account/login.js'
 import { ClientError, type ClientMetadata } from './clients.js'
@@ -14,7 +15,8 @@ import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
 import * as store from './store.js'
 
-export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
+/** the static scope values; every `repo:`, `rpc:`, `blob:`, `account:` and `identity:` form is accepted too */
+export const SCOPES_SUPPORTED: readonly string[] = STATIC_SCOPE_VALUES
 const PAR_TTL_S = 60
 const CODE_TTL_S = 60
 const CSRF_COOKIE = 'pds_oauth_csrf'
@@ -106,7 +108,7 @@ export function oauthRoutes(deps: Deps): Router {
       const redirectUri = need(p, 'redirect_uri')
       if (!redirectAllowed(client, redirectUri))
         throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
-      const scope = checkScope(need(p, 'scope'), client)
+      const scope = await checkScope(need(p, 'scope'), client)
       const state = need(p, 'state')
       if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
       const challenge = need(p, 'code_challenge')
@@ -294,8 +296,10 @@ export function oauthRoutes(deps: Deps): Router {
     const verifier = need(p, 'code_verifier')
     const redirectUri = need(p, 'redirect_uri')
     const clientId = need(p, 'client_id')
-    const row = await store.getCode(db, code)
-    if (!row || row.used || row.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+    const found = await store.getCode(db, code)
+    if (!found || found.used || found.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+    // the grant lists permissions, never the sets they came from
+    const row = { ...found, scope: await grantedScope(found.scope) }
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
     // recorded once the proof's key is the one the code is bound to
     await remember(proof)
@@ -341,10 +345,13 @@ export function oauthRoutes(deps: Deps): Router {
     const granted = record.scope ?? claims.scope
     let scope = granted
     if (p.scope !== undefined) {
-      // never broader than what was granted
+      // never broader than what was granted: a narrower set of the granted values, or a refusal
       const have = new Set(granted.split(' '))
-      scope = [...new Set(p.scope.split(' ').filter((s) => have.has(s)))].join(' ')
-      if (!scope.split(' ').includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
+      const asked = [...new Set(p.scope.split(' ').filter(Boolean))]
+      const extra = asked.find((s) => !have.has(s))
+      if (extra !== undefined) throw new OAuthError(400, 'invalid_scope', `Scope ${extra} was not granted`)
+      if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
+      scope = asked.join(' ')
     }
     const account = await store.grantableAccount(db, claims.sub)
     if (!account) throw new OAuthError(400, 'invalid_grant', 'The account is not available')
@@ -422,15 +429,52 @@ function need(p: Record<string, string | undefined>, name: string): string {
   return v
 }
 
-function checkScope(scope: string, client: ClientMetadata): string {
-  const asked = scope.split(' ').filter(Boolean)
-  const allowed = new Set(client.scope.split(' '))
+/**
+ * PAR's scope check: `atproto` present, every value a permission form this server knows (parsed
+ * by @atproto/oauth-scopes), every value declared in the client's metadata (a loopback client's
+ * in its client_id), and every permission set resolvable. Returns the scope as asked, deduplicated.
+ */
+async function checkScope(scope: string, client: ClientMetadata): Promise<string> {
+  const asked = [...new Set(scope.split(' ').filter(Boolean))]
+  const declared = new Set(client.scope.split(' '))
   if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
   for (const s of asked) {
-    if (!SCOPES_SUPPORTED.includes(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
-    if (!allowed.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
+    if (!isAtprotoOauthScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    if (!declared.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
+    const include = IncludeScope.fromString(s)
+    if (include) await includedScopes(include)
   }
-  return [...new Set(asked)].join(' ')
+  return asked.join(' ')
+}
+
+/** the scope a grant holds: each `include:` replaced by the permissions its set expands to */
+async function grantedScope(scope: string): Promise<string> {
+  if (!scope.includes('include:')) return scope
+  const out = new Set<string>()
+  for (const s of scope.split(' ')) {
+    const include = IncludeScope.fromString(s)
+    if (!include) out.add(s)
+    else for (const p of await includedScopes(include)) out.add(p)
+  }
+  return [...out].join(' ')
+}
+
+/** a set's permissions, or invalid_scope when it cannot be resolved */
+async function includedScopes(include: IncludeScope): Promise<string[]> {
+  try {
+    return await resolvePermissionSet(include)
+  } catch (err) {
+    throw new OAuthError(400, 'invalid_scope', `Permission set ${include.nsid} cannot be used: ${(err as Error).message}`)
+  }
+}
+
+/**
+ * The `repo:` and `rpc:` scopes an `include:` permission set grants. Permission sets are not
+ * resolved yet, so every one is refused (PAR answers invalid_scope); resolving the set's lexicon
+ * replaces this function and nothing else.
+ */
+export async function resolvePermissionSet(include: IncludeScope): Promise<string[]> {
+  throw new Error(`permission sets are not supported here (${include.toString()})`)
 }
 
 // RFC 8252 §7.3: a loopback redirect registered without a port matches any port
