@@ -386,10 +386,13 @@ describe('OAuth authorization server', () => {
       const narrow = await refreshGrant(srv, key, tokens.refresh_token, { scope: 'atproto' })
       expect(narrow.status).toBe(200)
       expect(narrow.json.scope).toBe('atproto')
+      // asking for more than was granted is refused (RFC 6749 §6) and leaves the refresh token usable
       const broaden = await refreshGrant(srv, key, narrow.json.refresh_token, { scope: 'atproto transition:generic' })
-      expect(broaden.status).toBe(200)
-      expect(broaden.json.scope).toBe('atproto')
-      expect(decodeJwt(broaden.json.access_token).scope).toBe('atproto')
+      expect([broaden.status, broaden.json.error]).toEqual([400, 'invalid_scope'])
+      const again = await refreshGrant(srv, key, narrow.json.refresh_token)
+      expect(again.status).toBe(200)
+      expect(again.json.scope).toBe('atproto')
+      expect(decodeJwt(again.json.access_token).scope).toBe('atproto')
     })
 
     it('refuses an access token presented as a refresh token', async () => {

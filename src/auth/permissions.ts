@@ -57,6 +57,13 @@ export class GrantedPermissions extends ScopePermissionsTransition {
   }
 }
 
+/** the `rpc:` permission a call of `lxm` at service `aud` (`did#id`) needs. An NSID's authority is
+ *  case-insensitive: `CHAT.bsky.x` must need what `chat.bsky.x` needs */
+export function rpcNeed(lxm: string, aud: string): Need {
+  const dot = lxm.lastIndexOf('.')
+  return { kind: 'rpc', lxm: dot < 0 ? lxm : lxm.slice(0, dot).toLowerCase() + lxm.slice(dot), aud }
+}
+
 /** the scope string that would grant `need` (what a refusal names) */
 export function scopeFor(need: Need): string {
   switch (need.kind) {

@@ -6,7 +6,7 @@
 // does. Handlers never see the Authorization header: they declare nothing, this table does.
 import type { AccountStatus } from '../db/index.js'
 import type { RepoAction } from '@atproto/oauth-scopes'
-import type { Need } from './permissions.js'
+import { rpcNeed, type Need } from './permissions.js'
 
 export type Check =
   | 'none' // unauthenticated
@@ -60,7 +60,7 @@ const write = (collection: unknown, action: RepoAction): Need => ({ kind: 'repo'
 /** preferences live here but belong to the AppView: apps ask for them as for an AppView method */
 const appViewRpc =
   (lxm: string) =>
-  ({ appView }: Call): readonly Need[] => [{ kind: 'rpc', lxm, aud: appView }]
+  ({ appView }: Call): readonly Need[] => [rpcNeed(lxm, appView)]
 
 export const registry = {
   // sessions
@@ -113,7 +113,7 @@ export const registry = {
     check: 'access',
     privileged: (p) => delegationNeedsPrivilege(p.lxm),
     sessionOnly: (p) => !(typeof p.lxm === 'string' && isChatMethod(p.lxm)) && delegationNeedsPrivilege(p.lxm),
-    permissions: ({ params }) => [{ kind: 'rpc', lxm: String(params.lxm ?? '*'), aud: String(params.aud) }],
+    permissions: ({ params }) => [rpcNeed(String(params.lxm ?? '*'), String(params.aud))],
   },
   'com.atproto.server.createInviteCode': { check: 'admin' },
   'com.atproto.server.createInviteCodes': { check: 'admin' },

@@ -14,6 +14,7 @@ import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
 import { mintServiceAuth } from '../auth/service-auth.js'
 import { verifyAccessRequest } from '../auth/verifier.js'
+import { rpcNeed } from '../auth/permissions.js'
 import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
 
 /** request headers a client may send on to the target */
@@ -62,7 +63,7 @@ export function createProxy(deps: ProxyDeps) {
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
       // an OAuth app needs `rpc:<method>?aud=<did#service>` for the service the call goes to
       const aud = header !== undefined ? proxyRef(String(header)) : fallback!.ref
-      const creds = await verifyAccessRequest(req, res, deps, { check: 'access', permissions: [{ kind: 'rpc', lxm: nsid, aud }] })
+      const creds = await verifyAccessRequest(req, res, deps, { check: 'access', permissions: [rpcNeed(nsid, aud)] })
       // chat reaches private messages: app passwords need the privileged flag
       if (inNamespace(nsid, 'chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
