@@ -75,13 +75,15 @@ describe('OAuth authorization server', () => {
         authorization_response_iss_parameter_supported: true,
         client_id_metadata_document_supported: true,
       })
-      expect(m.scopes_supported).toEqual(expect.arrayContaining(['atproto', 'transition:generic']))
+      // the static values; the permission forms (repo:, rpc:, blob:, account:, identity:) are not enumerable
+      expect([...m.scopes_supported].sort()).toEqual(['atproto', 'transition:chat.bsky', 'transition:email', 'transition:generic'])
     })
 
     it('publishes protected-resource metadata naming itself as the authorization server', async () => {
       const m: any = await (await fetch(`${pds.url}/.well-known/oauth-protected-resource`)).json()
       expect(m.resource).toBe(srv.publicUrl)
       expect(m.authorization_servers).toEqual([srv.publicUrl])
+      expect([...m.scopes_supported].sort()).toEqual(['atproto', 'transition:chat.bsky', 'transition:email', 'transition:generic'])
     })
 
     it('serves exactly one secp256k1 key whose kid is its RFC 7638 thumbprint', async () => {

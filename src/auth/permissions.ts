@@ -40,8 +40,23 @@ export class GrantedPermissions extends ScopePermissionsTransition {
     return this.hasTransitionGeneric || super.allowsIdentity(options)
   }
 
+  // the library parses every value of the grant on each check; an app repeats the same few checks
+  // (its collections, its media types), so each answer is kept with the grant
+  private answers = new Map<string, boolean>()
+
   /** whether the grant covers `need` */
   allows(need: Need): boolean {
+    const key = needKey(need)
+    let answer = this.answers.get(key)
+    if (answer === undefined) {
+      answer = this.decide(need)
+      if (this.answers.size >= ANSWERS_MAX) this.answers.clear()
+      this.answers.set(key, answer)
+    }
+    return answer
+  }
+
+  private decide(need: Need): boolean {
     switch (need.kind) {
       case 'repo':
         return this.allowsRepo(need)
@@ -62,6 +77,23 @@ export class GrantedPermissions extends ScopePermissionsTransition {
 export function rpcNeed(lxm: string, aud: string): Need {
   const dot = lxm.lastIndexOf('.')
   return { kind: 'rpc', lxm: dot < 0 ? lxm : lxm.slice(0, dot).toLowerCase() + lxm.slice(dot), aud }
+}
+
+const ANSWERS_MAX = 64
+
+function needKey(need: Need): string {
+  switch (need.kind) {
+    case 'repo':
+      return `repo ${need.collection} ${need.action}`
+    case 'rpc':
+      return `rpc ${need.lxm} ${need.aud}`
+    case 'blob':
+      return `blob ${need.mime}`
+    case 'account':
+      return `account ${need.attr} ${need.action}`
+    case 'identity':
+      return `identity ${need.attr}`
+  }
 }
 
 /** the scope string that would grant `need` (what a refusal names) */

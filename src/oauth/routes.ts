@@ -297,7 +297,8 @@ export function oauthRoutes(deps: Deps): Router {
     const redirectUri = need(p, 'redirect_uri')
     const clientId = need(p, 'client_id')
     const found = await store.getCode(db, code)
-    if (!found || found.used || found.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
+    if (!found || found.used || found.expires_at <= nowIso())
+      throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
     // the grant lists permissions, never the sets they came from
     const row = { ...found, scope: await grantedScope(found.scope) }
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
