@@ -89,6 +89,7 @@ async function signIn(handle: string, scope: string): Promise<{ client: NodeOAut
   return { client, session, agent: new Agent(session) }
 }
 
+const srv = () => ({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL })
 const refused = (scope: string) => ({ status: 403, error: 'InsufficientScope', message: `Missing required scope "${scope}"` })
 const postRecord = (text: string) => ({ $type: 'app.bsky.feed.post', text, createdAt: new Date().toISOString() })
 
@@ -167,7 +168,11 @@ describe('granular OAuth permissions', () => {
   it('checks every write of applyWrites before writing any', async () => {
     const acct = await newAccount()
     const { agent } = await signIn(acct.handle, 'atproto repo:app.bsky.feed.post')
-    const create = (collection: string, value: unknown) => ({ $type: 'com.atproto.repo.applyWrites#create', collection, value })
+    const create = (collection: string, value: Record<string, unknown>) => ({
+      $type: 'com.atproto.repo.applyWrites#create' as const,
+      collection,
+      value,
+    })
     const like = {
       $type: 'app.bsky.feed.like',
       subject: { uri: `at://${acct.did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
@@ -231,12 +236,12 @@ describe('granular OAuth permissions', () => {
 
   it('answers invalid_scope at PAR for an undeclared, malformed or unresolvable scope', async () => {
     const key = await dpopKey()
-    const undeclared = await par(pds, key, { client_id: loopbackClientId('atproto repo:app.bsky.feed.post'), scope: 'atproto repo:*' })
+    const undeclared = await par(srv(), key, { client_id: loopbackClientId('atproto repo:app.bsky.feed.post'), scope: 'atproto repo:*' })
     expect([undeclared.status, undeclared.json.error]).toEqual([400, 'invalid_scope'])
     expect(undeclared.json.error_description).toContain('repo:*')
     for (const bad of ['repo:not_an_nsid', 'blob:image', 'rpc:*?aud=*', 'account:password', 'identity:email', 'include:com.example.set']) {
       const scope = `atproto ${bad}`
-      const res = await par(pds, key, { client_id: loopbackClientId(scope), scope })
+      const res = await par(srv(), key, { client_id: loopbackClientId(scope), scope })
       expect([bad, res.status, res.json.error]).toEqual([bad, 400, 'invalid_scope'])
     }
   })

@@ -113,7 +113,7 @@ export const registry = {
     check: 'access',
     privileged: (p) => delegationNeedsPrivilege(p.lxm),
     sessionOnly: (p) => !(typeof p.lxm === 'string' && isChatMethod(p.lxm)) && delegationNeedsPrivilege(p.lxm),
-    permissions: ({ params }) => [rpcNeed(String(params.lxm ?? '*'), String(params.aud))],
+    permissions: ({ params }) => [rpcNeed(typeof params.lxm === 'string' ? params.lxm : '*', String(params.aud))],
   },
   'com.atproto.server.createInviteCode': { check: 'admin' },
   'com.atproto.server.createInviteCodes': { check: 'admin' },
