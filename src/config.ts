@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { join, resolve } from 'node:path'
+import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
 import type { S3Config } from './repo/blobstore-s3.js'
@@ -133,6 +134,10 @@ const vars = {
     .string()
     .regex(/^did:[a-z]+:\S+$/, 'must be a DID')
     .optional(),
+  PDS_LEXICON_AUTHORITY_DID: z
+    .string()
+    .refine((s) => isValidDid(s), 'must be a DID')
+    .optional(),
   PDS_METRICS: bool.default(false),
   PDS_METRICS_PORT: int(1, 65535).optional(),
   PDS_PROXY_TIMEOUT_MS: int(1, 600_000).default(30_000),
@@ -221,6 +226,8 @@ export type Config = {
   trustProxy: string[]
   crawlers: string[]
   appView?: { url: string; did: string }
+  /** set: the DID that publishes every lexicon (permission sets), instead of each NSID's DNS authority */
+  lexiconAuthorityDid?: string
   metrics: boolean
   /** serve /metrics on this port (on PDS_BIND) instead of the main one */
   metricsPort?: number
@@ -388,6 +395,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: v.PDS_TRUST_PROXY,
     crawlers,
     appView: v.PDS_BSKY_APP_VIEW_URL ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! } : undefined,
+    lexiconAuthorityDid: v.PDS_LEXICON_AUTHORITY_DID,
     metrics: v.PDS_METRICS || v.PDS_METRICS_PORT !== undefined,
     metricsPort: v.PDS_METRICS_PORT,
     proxy: { timeoutMs: v.PDS_PROXY_TIMEOUT_MS, maxResponseBytes: v.PDS_PROXY_MAX_RESPONSE_BYTES },

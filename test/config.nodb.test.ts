@@ -44,6 +44,7 @@ describe('configuration', () => {
     ['PDS_TRUST_PROXY', 'loopback, everyone'],
     ['PDS_ADMIN_PASSWORD', 'fifteen-chars!!'],
     ['PDS_RESERVED_HANDLES', 'ok,two.labels'],
+    ['PDS_LEXICON_AUTHORITY_DID', 'lexicons.example.com'],
   ]
   for (const [name, value] of bad) {
     it(`refuses ${name}=${JSON.stringify(value)} with a message naming it`, () => {

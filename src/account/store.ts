@@ -92,6 +92,10 @@ export async function sessionDidDoc(db: Store, account: AccountRow | AccountWith
 export const emailFields = (account: AccountRow, show: boolean) =>
   show ? { ...(account.email ? { email: account.email } : {}), emailConfirmed: !!account.email_confirmed_at } : {}
 
+/** sessions also say whether a password sign-in asks for a mailed code (only with a confirmed address) */
+const emailAuthFactor = (account: AccountRow, show: boolean) =>
+  show ? { emailAuthFactor: account.email_auth_factor === 1 && !!account.email && !!account.email_confirmed_at } : {}
+
 /** fields every session response shares (createSession, getSession, refreshSession) */
 export async function sessionView(db: Store, account: AccountRow | AccountWithHead, publicUrl: string, showEmail = true) {
   const didDoc = await sessionDidDoc(db, account, publicUrl)
@@ -99,6 +103,7 @@ export async function sessionView(db: Store, account: AccountRow | AccountWithHe
     did: account.did,
     handle: account.handle,
     ...emailFields(account, showEmail),
+    ...emailAuthFactor(account, showEmail),
     ...(didDoc ? { didDoc } : {}),
     active: account.status === 'active',
     ...(account.status === 'active' ? {} : { status: account.status }),

@@ -5,7 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { base64url } from 'jose'
-import { IncludeScope, isAtprotoOauthScope, STATIC_SCOPE_VALUES } from '@atproto/oauth-scopes'
+import { isAtprotoOauthScope, STATIC_SCOPE_VALUES } from '@atproto/oauth-scopes'
 import type { Services } from '../context.js'
 import { login } from '../account/login.js'
 import { ClientError, type ClientMetadata } from './clients.js'
@@ -13,6 +13,7 @@ import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedPro
 import { ReplayStoreUnavailable } from './replay.js'
 import { messagePage, signInPage } from './page.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
+import { expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
 import * as store from './store.js'
 
 /** the static scope values; every `repo:`, `rpc:`, `blob:`, `account:` and `identity:` form is accepted too */
@@ -22,7 +23,7 @@ const CODE_TTL_S = 60
 const CSRF_COOKIE = 'pds_oauth_csrf'
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
 
-type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords'>
+type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'logger' | 'passwords' | 'didResolver' | 'outbound'>
 
 class OAuthError extends Error {
   constructor(
@@ -40,6 +41,7 @@ const nowIso = () => new Date().toISOString()
 export function oauthRoutes(deps: Deps): Router {
   const { config, db, oauth, passwords } = deps
   const r = Router()
+  const sets = new PermissionSets(deps)
   const form = express.urlencoded({ extended: false, limit: '64kb' })
   const endpoint = (path: string) => `${config.publicUrl}${path}`
 
@@ -108,7 +110,11 @@ export function oauthRoutes(deps: Deps): Router {
       const redirectUri = need(p, 'redirect_uri')
       if (!redirectAllowed(client, redirectUri))
         throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
-      const scope = await checkScope(need(p, 'scope'), client)
+      const scope = checkScope(need(p, 'scope'), client)
+      // every permission set asked for must resolve now; the page and the code reuse the cached answer
+      await expandPermissionSets(scope, sets).catch((err) => {
+        throw err instanceof PermissionSetError ? new OAuthError(400, 'invalid_scope', err.message) : err
+      })
       const state = need(p, 'state')
       if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
       const challenge = need(p, 'code_challenge')
@@ -257,9 +263,20 @@ export function oauthRoutes(deps: Deps): Router {
         return renderPage(req, res, row, cookie, { status: 401, handle: handleInput, error })
       }
 
+      // the code, and every token from it, carries the permissions the sets grant, never include:
+      let granted: string
+      try {
+        granted = await expandPermissionSets(row.scope, sets)
+      } catch (err) {
+        if (!(err instanceof PermissionSetError)) throw err
+        await store.dropRequest(db, row.request_uri)
+        redirect.searchParams.set('error', 'invalid_scope')
+        redirect.searchParams.set('error_description', err.message)
+        return res.redirect(302, redirect.href)
+      }
       const code = randomId(32)
       // the PAR record is single use: of two concurrent sign-ins one wins
-      if (!(await store.issueCode(db, row, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
+      if (!(await store.issueCode(db, { ...row, scope: granted }, result.account.did, code, later(CODE_TTL_S)))) return expired(res)
       res.setHeader('Set-Cookie', csrfCookie('', config.publicUrl, 0))
       redirect.searchParams.set('code', code)
       res.redirect(302, redirect.href)
@@ -296,11 +313,8 @@ export function oauthRoutes(deps: Deps): Router {
     const verifier = need(p, 'code_verifier')
     const redirectUri = need(p, 'redirect_uri')
     const clientId = need(p, 'client_id')
-    const found = await store.getCode(db, code)
-    if (!found || found.used || found.expires_at <= nowIso())
-      throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
-    // the grant lists permissions, never the sets they came from
-    const row = { ...found, scope: await grantedScope(found.scope) }
+    const row = await store.getCode(db, code)
+    if (!row || row.used || row.expires_at <= nowIso()) throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
     // recorded once the proof's key is the one the code is bound to
     await remember(proof)
@@ -433,49 +447,18 @@ function need(p: Record<string, string | undefined>, name: string): string {
 /**
  * PAR's scope check: `atproto` present, every value a permission form this server knows (parsed
  * by @atproto/oauth-scopes), every value declared in the client's metadata (a loopback client's
- * in its client_id), and every permission set resolvable. Returns the scope as asked, deduplicated.
+ * in its client_id). Returns the scope as asked, deduplicated.
  */
-async function checkScope(scope: string, client: ClientMetadata): Promise<string> {
+function checkScope(scope: string, client: ClientMetadata): string {
   const asked = [...new Set(scope.split(' ').filter(Boolean))]
   const declared = new Set(client.scope.split(' '))
   if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
   for (const s of asked) {
-    if (!isAtprotoOauthScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    // an `include:` is checked by resolving its set (expandPermissionSets)
+    if (!isAtprotoOauthScope(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
     if (!declared.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
-    const include = IncludeScope.fromString(s)
-    if (include) await includedScopes(include)
   }
   return asked.join(' ')
-}
-
-/** the scope a grant holds: each `include:` replaced by the permissions its set expands to */
-async function grantedScope(scope: string): Promise<string> {
-  if (!scope.includes('include:')) return scope
-  const out = new Set<string>()
-  for (const s of scope.split(' ')) {
-    const include = IncludeScope.fromString(s)
-    if (!include) out.add(s)
-    else for (const p of await includedScopes(include)) out.add(p)
-  }
-  return [...out].join(' ')
-}
-
-/** a set's permissions, or invalid_scope when it cannot be resolved */
-async function includedScopes(include: IncludeScope): Promise<string[]> {
-  try {
-    return await resolvePermissionSet(include)
-  } catch (err) {
-    throw new OAuthError(400, 'invalid_scope', `Permission set ${include.nsid} cannot be used: ${(err as Error).message}`)
-  }
-}
-
-/**
- * The `repo:` and `rpc:` scopes an `include:` permission set grants. Permission sets are not
- * resolved yet, so every one is refused (PAR answers invalid_scope); resolving the set's lexicon
- * replaces this function and nothing else.
- */
-export async function resolvePermissionSet(include: IncludeScope): Promise<string[]> {
-  throw new Error(`permission sets are not supported here (${include.toString()})`)
 }
 
 // RFC 8252 §7.3: a loopback redirect registered without a port matches any port

@@ -6,6 +6,7 @@ import { encode } from '@atproto/lex-cbor'
 import type { Cid, LexMap } from '@atproto/lex-data'
 import { isValidNsid, isValidRecordKey } from '@atproto/syntax'
 import { xrpcError } from '../errors.js'
+import { LEXICON_SCHEMA_COLLECTION, LexiconDocError, parseLexiconRecord } from '../lexicon/documents.js'
 import { cidForDagCbor } from './node-cbor.js'
 
 export type ValidationStatus = 'valid' | 'unknown'
@@ -74,6 +75,15 @@ export async function prepareRecordWrite(
   if (lex.$type === undefined) lex = { ...lex, $type: collection }
   if (lex.$type !== collection) {
     throw xrpcError('InvalidRequest', `Invalid $type: expected ${collection}, got ${String(lex.$type)}`)
+  }
+  if (collection === LEXICON_SCHEMA_COLLECTION) {
+    // checked whatever `validate` says: this server resolves permission sets from these records
+    try {
+      parseLexiconRecord(lexToJson(lex), rkey)
+    } catch (err) {
+      if (err instanceof LexiconDocError) throw xrpcError('InvalidRequest', `Invalid ${collection} record: ${err.message}`)
+      throw err
+    }
   }
   let validationStatus: ValidationStatus | undefined
   if (w.validate !== false) {
