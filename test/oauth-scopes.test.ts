@@ -216,7 +216,8 @@ describe('granular OAuth permissions', () => {
       expect([scope, data.did, data.email, data.emailConfirmed]).toEqual(
         shown ? [scope, acct.did, acct.email, false] : [scope, acct.did, undefined, undefined],
       )
-      expect(data).not.toHaveProperty('emailAuthFactor')
+      if (shown) expect(data.emailAuthFactor).toBe(false)
+      else expect(data).not.toHaveProperty('emailAuthFactor')
     }
   })
 
