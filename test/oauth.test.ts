@@ -76,13 +76,15 @@ describe('OAuth authorization server', () => {
         authorization_response_iss_parameter_supported: true,
         client_id_metadata_document_supported: true,
       })
-      expect(m.scopes_supported).toEqual(expect.arrayContaining(['atproto', 'transition:generic']))
+      // the static values; the permission forms (repo:, rpc:, blob:, account:, identity:) are not enumerable
+      expect([...m.scopes_supported].sort()).toEqual(['atproto', 'transition:chat.bsky', 'transition:email', 'transition:generic'])
     })
 
     it('publishes protected-resource metadata naming itself as the authorization server', async () => {
       const m: any = await (await fetch(`${pds.url}/.well-known/oauth-protected-resource`)).json()
       expect(m.resource).toBe(srv.publicUrl)
       expect(m.authorization_servers).toEqual([srv.publicUrl])
+      expect([...m.scopes_supported].sort()).toEqual(['atproto', 'transition:chat.bsky', 'transition:email', 'transition:generic'])
     })
 
     it('serves exactly one secp256k1 key whose kid is its RFC 7638 thumbprint', async () => {
@@ -394,10 +396,13 @@ describe('OAuth authorization server', () => {
       const narrow = await refreshGrant(srv, key, tokens.refresh_token, { scope: 'atproto' })
       expect(narrow.status).toBe(200)
       expect(narrow.json.scope).toBe('atproto')
+      // asking for more than was granted is refused (RFC 6749 §6) and leaves the refresh token usable
       const broaden = await refreshGrant(srv, key, narrow.json.refresh_token, { scope: 'atproto transition:generic' })
-      expect(broaden.status).toBe(200)
-      expect(broaden.json.scope).toBe('atproto')
-      expect(decodeJwt(broaden.json.access_token).scope).toBe('atproto')
+      expect([broaden.status, broaden.json.error]).toEqual([400, 'invalid_scope'])
+      const again = await refreshGrant(srv, key, narrow.json.refresh_token)
+      expect(again.status).toBe(200)
+      expect(again.json.scope).toBe('atproto')
+      expect(decodeJwt(again.json.access_token).scope).toBe('atproto')
     })
 
     it('refuses an access token presented as a refresh token', async () => {

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ensureValidNsid } from '@atproto/syntax'
 import { registry as methodRows, type Row } from '../src/auth/registry.js'
+import { scopeFor } from '../src/auth/permissions.js'
 import { handlerMethods } from '../codegen/handlers.ts'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
@@ -45,6 +46,51 @@ describe('auth registry', () => {
     for (const [nsid, row] of Object.entries(registry)) {
       expect(() => ensureValidNsid(nsid)).not.toThrow()
       expect(['none', 'access', 'optional', 'refresh', 'admin']).toContain(row.check)
+    }
+  })
+
+  it('declares the permission each OAuth call needs, from its input', () => {
+    const call = { params: {}, appView: 'did:web:api.bsky.app#bsky_appview' }
+    const needs = (
+      nsid: string,
+      input: { params?: Record<string, unknown>; contentType?: string; body?: Record<string, unknown> } = {},
+    ) => {
+      const row = registry[nsid]
+      const p = row.permissions
+      const fromCall = typeof p === 'function' ? p({ ...call, params: input.params ?? {}, contentType: input.contentType }) : (p ?? [])
+      return [...fromCall, ...(row.bodyPermissions?.(input.body ?? {}) ?? [])].map(scopeFor)
+    }
+    const post = { collection: 'app.bsky.feed.post' }
+    expect(needs('com.atproto.repo.createRecord', { body: post })).toEqual(['repo:app.bsky.feed.post?action=create'])
+    expect(needs('com.atproto.repo.putRecord', { body: post })).toEqual([
+      'repo:app.bsky.feed.post?action=create',
+      'repo:app.bsky.feed.post?action=update',
+    ])
+    expect(needs('com.atproto.repo.deleteRecord', { body: post })).toEqual(['repo:app.bsky.feed.post?action=delete'])
+    const writes = [
+      { $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.like' },
+      { $type: 'com.atproto.repo.applyWrites#update', collection: 'app.bsky.actor.profile' },
+      { $type: 'com.atproto.repo.applyWrites#delete', collection: 'app.bsky.feed.post' },
+    ]
+    expect(needs('com.atproto.repo.applyWrites', { body: { writes } })).toEqual([
+      'repo:app.bsky.feed.like?action=create',
+      'repo:app.bsky.actor.profile?action=update',
+      'repo:app.bsky.feed.post?action=delete',
+    ])
+    expect(needs('com.atproto.repo.uploadBlob', { contentType: 'image/png' })).toEqual(['blob:image/png'])
+    expect(needs('com.atproto.identity.updateHandle')).toEqual(['identity:handle'])
+    expect(needs('com.atproto.identity.signPlcOperation')).toEqual(['identity:*'])
+    expect(needs('com.atproto.server.deactivateAccount')).toEqual(['account:status?action=manage'])
+    expect(needs('com.atproto.server.activateAccount')).toEqual(['account:status?action=manage'])
+    expect(needs('com.atproto.server.confirmEmail')).toEqual(['account:email?action=manage'])
+    expect(needs('com.atproto.repo.importRepo')).toEqual(['account:repo?action=manage'])
+    expect(needs('app.bsky.actor.putPreferences')).toEqual(['rpc:app.bsky.actor.putPreferences?aud=did:web:api.bsky.app%23bsky_appview'])
+    expect(needs('com.atproto.server.getServiceAuth', { params: { aud: 'did:web:feed.example', lxm: 'CHAT.bsky.convo.getLog' } })).toEqual([
+      'rpc:chat.bsky.convo.getLog?aud=did:web:feed.example',
+    ])
+    // reads and the session itself need nothing beyond atproto
+    for (const nsid of ['com.atproto.server.getSession', 'com.atproto.repo.getRecord', 'com.atproto.server.checkAccountStatus']) {
+      expect([nsid, needs(nsid)]).toEqual([nsid, []])
     }
   })
 

@@ -7,7 +7,7 @@ import { request } from 'undici'
 const b64u = (buf) => Buffer.from(buf).toString('base64url')
 export const REDIRECT = 'http://127.0.0.1:9/callback'
 export const SCOPE = 'atproto transition:generic'
-const clientId = () => `http://localhost?${new URLSearchParams({ redirect_uri: REDIRECT, scope: SCOPE })}`
+const clientId = (scope = SCOPE) => `http://localhost?${new URLSearchParams({ redirect_uri: REDIRECT, scope })}`
 
 export class OAuthUnavailable extends Error {}
 
@@ -47,20 +47,20 @@ async function post(url, fields, headers = {}) {
 }
 
 /**
- * The whole flow for one account: returns { accessToken, key, publicUrl }.
+ * The whole flow for one account, for `scope`: returns { accessToken, key, publicUrl }.
  * `publicUrl` is the server's public base (htu of every proof).
  */
-export async function oauthSession(url, publicUrl, { handle, password }) {
+export async function oauthSession(url, publicUrl, { handle, password }, scope = SCOPE) {
   const key = dpopKey()
   const verifier = randomBytes(32).toString('base64url')
   const challenge = b64u(createHash('sha256').update(verifier).digest())
   const parRes = await post(
     `${url}/oauth/par`,
     {
-      client_id: clientId(),
+      client_id: clientId(scope),
       response_type: 'code',
       redirect_uri: REDIRECT,
-      scope: SCOPE,
+      scope,
       state: 'bench',
       code_challenge: challenge,
       code_challenge_method: 'S256',
@@ -84,7 +84,7 @@ export async function oauthSession(url, publicUrl, { handle, password }) {
   const code = new URL(submitted.headers.location).searchParams.get('code')
   const token = await post(
     `${url}/oauth/token`,
-    { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId() },
+    { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId(scope) },
     { dpop: key.proof('POST', `${publicUrl}/oauth/token`) },
   )
   if (token.status !== 200) throw new Error(`token endpoint answered ${token.status}: ${token.text.slice(0, 200)}`)

@@ -257,6 +257,14 @@ export const SCENARIOS = [
   },
   createRecordScenario('createRecord.one', 'createRecord, one account (c=1)', 1),
   createRecordScenario('createRecord.eight', 'createRecord, 8 accounts (c=8)', 8),
+  // the same writes by OAuth apps: DPoP on every call, then the permission check, with the wide
+  // transitional grant and with the one granular permission a posting app asks for
+  oauthCreateRecordScenario('createRecord.oauth.generic', 'createRecord, OAuth transition:generic (c=8)', 'atproto transition:generic'),
+  oauthCreateRecordScenario(
+    'createRecord.oauth.granular',
+    'createRecord, OAuth repo:<post>?action=create (c=8)',
+    `atproto repo:${POST}?action=create`,
+  ),
   {
     key: 'applyWrites',
     name: 'applyWrites 200 creates (c=1)',
@@ -648,6 +656,40 @@ function createRecordScenario(key, name, accounts) {
             token: t.accounts[w].accessJwt,
             body: { repo: t.accounts[w].did, collection: POST, record: post(i) },
           }),
+      }),
+  }
+}
+
+function oauthCreateRecordScenario(key, name, scope) {
+  const accounts = 8
+  return {
+    key,
+    name,
+    metric: 'req/s',
+    setup: async (t) => {
+      const list = await t.ensureAccounts(accounts)
+      const publicUrl = t.server.publicUrl ?? t.server.url
+      const sessions = []
+      try {
+        for (const a of list)
+          sessions.push({ ...(await oauthSession(t.server.url, publicUrl, { handle: a.handle, password: PASSWORD }, scope)), did: a.did })
+      } catch (err) {
+        if (err instanceof OAuthUnavailable) throw new NotApplicable(err.message)
+        throw err
+      }
+      return sessions.map((s) => ({ ...s, ath: ath(s.accessToken), htu: `${s.publicUrl}/xrpc/com.atproto.repo.createRecord` }))
+    },
+    run: (t, p, sessions) =>
+      runLoad({
+        concurrency: accounts,
+        durationMs: p.seconds * 1000,
+        op: (i, w) => {
+          const s = sessions[w]
+          return t.x.call('com.atproto.repo.createRecord', {
+            headers: { authorization: `DPoP ${s.accessToken}`, dpop: s.key.proof('POST', s.htu, { ath: s.ath }) },
+            body: { repo: s.did, collection: POST, record: post(i) },
+          })
+        },
       }),
   }
 }

@@ -3,10 +3,10 @@
 // from its registry row, injected here, so a handler module only implements the method.
 import type { Server } from '../generated/server/index.js'
 import type { Services } from '../context.js'
-import { createVerifier } from '../auth/verifier.js'
+import { checkBodyPermissions, createVerifier } from '../auth/verifier.js'
 import type { RateLimits } from '../auth/rate-limits.js'
 import { onMethodAdded } from '../patches/xrpc-server.js'
-import { registry, type Row } from '../auth/registry.js'
+import { registry, rowFor, type Row } from '../auth/registry.js'
 import { handlers, type HandledMethod } from '../generated/handlers.js'
 
 // a handler file without a registry row does not compile: its auth would be undefined
@@ -23,7 +23,16 @@ export function mountApi(api: Server, services: Services, rateLimits?: RateLimit
     method: (nsid, config) => {
       claim(nsid)
       const rateLimit = rateLimits?.forMethod(nsid)
-      return { ...config, auth: createVerifier(nsid, services), ...(rateLimit ? { rateLimit } : {}) }
+      const row = rowFor(nsid)
+      // what the body decides is checked once it is parsed, still from the registry row
+      const inner = config.handler as (ctx: { auth?: unknown; input?: unknown }) => unknown
+      const handler = row.bodyPermissions
+        ? (ctx: { auth?: unknown; input?: unknown }) => {
+            checkBodyPermissions(row, ctx.auth, ctx.input)
+            return inner(ctx)
+          }
+        : inner
+      return { ...config, handler, auth: createVerifier(nsid, services), ...(rateLimit ? { rateLimit } : {}) }
     },
     stream: (nsid, config) => {
       claim(nsid)

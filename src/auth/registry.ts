@@ -1,9 +1,12 @@
 // Every method id the server knows, with its auth check, the account statuses it admits, the
-// OAuth scope it requires, whether app-password sessions must be privileged, and its rate limit.
+// OAuth permissions it needs (as a function of the call's input), whether app-password sessions
+// must be privileged, and its rate limit.
 // docs/decisions.md explains the rows that differ from the reference PDS (privileged app passwords,
 // deactivated accounts' migration methods, scopes of methods); a row may exist before its handler
 // does. Handlers never see the Authorization header: they declare nothing, this table does.
 import type { AccountStatus } from '../db/index.js'
+import type { RepoAction } from '@atproto/oauth-scopes'
+import { rpcNeed, type Need } from './permissions.js'
 
 export type Check =
   | 'none' // unauthenticated
@@ -12,23 +15,32 @@ export type Check =
   | 'refresh' // session refresh token (refreshSession, deleteSession only)
   | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
 
-export type Scope = 'atproto' | 'transition:generic'
+/** what a row's `permissions` sees of a call before its body is read */
+export type Call = {
+  params: Record<string, unknown>
+  /** the request's media type (no parameters, lower case); blob uploads are matched on it */
+  contentType?: string
+  /** the configured AppView as a service reference (`did#bsky_appview`) */
+  appView: string
+}
 export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload' | 'handleCheck' | 'import'
 
 export type Row = {
   check: Check
   /** statuses admitted past the gate; default ['active'] (takendown and deleted never pass) */
   statuses?: Extract<AccountStatus, 'active' | 'deactivated'>[]
-  /** OAuth callers only: a password session holds every scope */
-  scope?: Scope
+  /** OAuth callers only (a password session holds every permission): what the call needs, checked
+   *  with the token. Every OAuth grant holds `atproto`; a row without this needs nothing more */
+  permissions?: readonly Need[] | ((call: Call) => readonly Need[])
+  /** OAuth callers: what the call needs that its input body decides, checked once the body is
+   *  parsed and before the handler runs */
+  bodyPermissions?: (body: Record<string, unknown>) => readonly Need[]
   /** a non-privileged app-password session gets 403 InsufficientScope: it must not change the
    *  address and then reset the password, or move the account away */
   privileged?: boolean | ((params: Record<string, unknown>) => boolean)
   /** no OAuth token may call it, whatever its scope: methods that could hand the account to
    *  someone else (its address, its password, a credential that outlives the app's grant) */
-  sessionOnly?: boolean
-  /** OAuth callers, beyond `scope`: a check that depends on the call's parameters */
-  oauthAllows?: (scope: string, params: Record<string, unknown>) => boolean
+  sessionOnly?: boolean | ((params: Record<string, unknown>) => boolean)
   rateLimit?: RateLimitName
   /** also accepts as Bearer the 60-minute migration token requestAccountMigrate hands out */
   migrationToken?: boolean
@@ -40,12 +52,22 @@ export type Row = {
 
 const DEACTIVATED_OK: Row['statuses'] = ['active', 'deactivated']
 
+// the permissions rows name, in the reference PDS's terms
+const EMAIL_MANAGE: readonly Need[] = [{ kind: 'account', attr: 'email', action: 'manage' }]
+const STATUS_MANAGE: readonly Need[] = [{ kind: 'account', attr: 'status', action: 'manage' }]
+const IDENTITY_ALL: readonly Need[] = [{ kind: 'identity', attr: '*' }]
+const write = (collection: unknown, action: RepoAction): Need => ({ kind: 'repo', collection: String(collection), action })
+/** preferences live here but belong to the AppView: apps ask for them as for an AppView method */
+const appViewRpc =
+  (lxm: string) =>
+  ({ appView }: Call): readonly Need[] => [rpcNeed(lxm, appView)]
+
 export const registry = {
   // sessions
   'com.atproto.server.createSession': { check: 'none', rateLimit: 'login' },
   'com.atproto.server.refreshSession': { check: 'refresh' },
   'com.atproto.server.deleteSession': { check: 'refresh' },
-  'com.atproto.server.getSession': { check: 'access', scope: 'atproto' },
+  'com.atproto.server.getSession': { check: 'access' },
   'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true },
 
   // app passwords
@@ -54,17 +76,17 @@ export const registry = {
   'com.atproto.server.revokeAppPassword': { check: 'access', sessionOnly: true, privileged: true },
 
   // email flows
-  'com.atproto.server.requestEmailConfirmation': { check: 'access', scope: 'transition:generic', privileged: true, rateLimit: 'email' },
-  'com.atproto.server.confirmEmail': { check: 'access', scope: 'transition:generic', privileged: true },
+  'com.atproto.server.requestEmailConfirmation': { check: 'access', permissions: EMAIL_MANAGE, privileged: true, rateLimit: 'email' },
+  'com.atproto.server.confirmEmail': { check: 'access', permissions: EMAIL_MANAGE, privileged: true },
   'com.atproto.server.requestEmailUpdate': { check: 'access', sessionOnly: true, privileged: true, rateLimit: 'email' },
   'com.atproto.server.updateEmail': { check: 'access', sessionOnly: true, privileged: true },
   'com.atproto.server.requestPasswordReset': { check: 'none', rateLimit: 'resetPassword' },
   'com.atproto.server.resetPassword': { check: 'none', rateLimit: 'resetPassword' },
 
   // lifecycle
-  'com.atproto.server.checkAccountStatus': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
-  'com.atproto.server.deactivateAccount': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
+  'com.atproto.server.checkAccountStatus': { check: 'access', statuses: DEACTIVATED_OK },
+  'com.atproto.server.deactivateAccount': { check: 'access', permissions: STATUS_MANAGE, privileged: true },
+  'com.atproto.server.activateAccount': { check: 'access', statuses: DEACTIVATED_OK, permissions: STATUS_MANAGE, privileged: true },
   'com.atproto.server.requestAccountDelete': { check: 'access', sessionOnly: true, privileged: true, rateLimit: 'email' },
   // its password check spends the account's login budget
   'com.atproto.server.deleteAccount': { check: 'access', sessionOnly: true, rateLimit: 'login' },
@@ -75,43 +97,74 @@ export const registry = {
   'com.atproto.identity.resolveDid': { check: 'none' },
   'com.atproto.identity.resolveIdentity': { check: 'none' },
   // a refresh makes this server fetch documents again: only for signed-in callers
-  'com.atproto.identity.refreshIdentity': { check: 'access', scope: 'atproto' },
+  'com.atproto.identity.refreshIdentity': { check: 'access' },
 
   // sign-up: the form checks handles as the user types; the app asks about the queue afterwards
   'com.atproto.temp.checkHandleAvailability': { check: 'none', rateLimit: 'handleCheck' },
-  'com.atproto.temp.checkSignupQueue': { check: 'access', scope: 'atproto' },
+  'com.atproto.temp.checkSignupQueue': { check: 'access' },
 
   // invites and service auth
-  'com.atproto.server.getAccountInviteCodes': { check: 'access', scope: 'atproto' },
-  // a service token carries no more than the caller could do itself with the method it names
+  'com.atproto.server.getAccountInviteCodes': { check: 'access' },
+  // a service token carries no more than the caller could do itself with the method it names: an
+  // OAuth app needs the `rpc:` permission for that method and audience, and never gets a token
+  // for no method or for one kept from OAuth apps or plain app passwords (chat aside: its own
+  // permission covers it)
   'com.atproto.server.getServiceAuth': {
     check: 'access',
-    scope: 'atproto',
     privileged: (p) => delegationNeedsPrivilege(p.lxm),
-    oauthAllows: (scope, p) => oauthMayDelegate(scope, p.lxm),
+    sessionOnly: (p) => !(typeof p.lxm === 'string' && isChatMethod(p.lxm)) && delegationNeedsPrivilege(p.lxm),
+    permissions: ({ params }) => [rpcNeed(typeof params.lxm === 'string' ? params.lxm : '*', String(params.aud))],
   },
   'com.atproto.server.createInviteCode': { check: 'admin' },
   'com.atproto.server.createInviteCodes': { check: 'admin' },
 
   // repositories and blobs
   // write points as the reference PDS counts them: a create 3, an update 2, a delete 1
-  'com.atproto.repo.createRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 3 },
-  'com.atproto.repo.putRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 2 },
-  'com.atproto.repo.deleteRecord': { check: 'access', scope: 'transition:generic', rateLimit: 'write', writePoints: 1 },
+  // a write needs `repo:` for its collection and action; putRecord may create or replace, so both
+  'com.atproto.repo.createRecord': {
+    check: 'access',
+    bodyPermissions: (b) => [write(b.collection, 'create')],
+    rateLimit: 'write',
+    writePoints: 3,
+  },
+  'com.atproto.repo.putRecord': {
+    check: 'access',
+    bodyPermissions: (b) => [write(b.collection, 'create'), write(b.collection, 'update')],
+    rateLimit: 'write',
+    writePoints: 2,
+  },
+  'com.atproto.repo.deleteRecord': {
+    check: 'access',
+    bodyPermissions: (b) => [write(b.collection, 'delete')],
+    rateLimit: 'write',
+    writePoints: 1,
+  },
+  // every write of the batch is checked before any is applied
   'com.atproto.repo.applyWrites': {
     check: 'access',
-    scope: 'transition:generic',
+    bodyPermissions: (b) => batchPermissions(b.writes),
     rateLimit: 'write',
     writePoints: (body) => batchWritePoints(body.writes),
   },
-  'com.atproto.repo.uploadBlob': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'upload' },
-  'com.atproto.repo.importRepo': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', rateLimit: 'import' },
-  // reads need `atproto` of an OAuth caller, writes `transition:generic`; anyone may read without a token
-  'com.atproto.repo.getRecord': { check: 'optional', scope: 'atproto' },
-  'com.atproto.repo.listRecords': { check: 'optional', scope: 'atproto' },
-  'com.atproto.repo.describeRepo': { check: 'optional', scope: 'atproto' },
-  'com.atproto.repo.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
-  'com.atproto.sync.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  // `blob:` matched against the upload's declared media type
+  'com.atproto.repo.uploadBlob': {
+    check: 'access',
+    statuses: DEACTIVATED_OK,
+    permissions: ({ contentType }) => [{ kind: 'blob', mime: contentType || 'application/octet-stream' }],
+    rateLimit: 'upload',
+  },
+  'com.atproto.repo.importRepo': {
+    check: 'access',
+    statuses: DEACTIVATED_OK,
+    permissions: [{ kind: 'account', attr: 'repo', action: 'manage' }],
+    rateLimit: 'import',
+  },
+  // reads need nothing beyond `atproto` of an OAuth caller; anyone may read without a token
+  'com.atproto.repo.getRecord': { check: 'optional' },
+  'com.atproto.repo.listRecords': { check: 'optional' },
+  'com.atproto.repo.describeRepo': { check: 'optional' },
+  'com.atproto.repo.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK },
+  'com.atproto.sync.listMissingBlobs': { check: 'access', statuses: DEACTIVATED_OK },
 
   // sync (public reads; getRepo and getBlob also take the migration token)
   'com.atproto.sync.getRepo': { check: 'none', migrationToken: true },
@@ -127,24 +180,38 @@ export const registry = {
   'com.atproto.sync.subscribeRepos': { check: 'none' },
 
   // identity
-  'com.atproto.identity.updateHandle': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.identity.getRecommendedDidCredentials': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
+  'com.atproto.identity.updateHandle': { check: 'access', permissions: [{ kind: 'identity', attr: 'handle' }], privileged: true },
+  'com.atproto.identity.getRecommendedDidCredentials': { check: 'access', statuses: DEACTIVATED_OK },
+  // PLC operations can change anything in the identity: `identity:*`
   'com.atproto.identity.requestPlcOperationSignature': {
     check: 'access',
-    scope: 'transition:generic',
+    permissions: IDENTITY_ALL,
     privileged: true,
     rateLimit: 'email',
   },
-  'com.atproto.identity.signPlcOperation': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.identity.submitPlcOperation': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic', privileged: true },
+  'com.atproto.identity.signPlcOperation': { check: 'access', permissions: IDENTITY_ALL, privileged: true },
+  'com.atproto.identity.submitPlcOperation': { check: 'access', statuses: DEACTIVATED_OK, permissions: IDENTITY_ALL, privileged: true },
 
-  // migration with a key the destination reserves
-  'com.atproto.server.requestAccountMigrate': { check: 'access', scope: 'transition:generic', privileged: true },
-  'com.atproto.server.reserveSigningKey': { check: 'optional', scope: 'transition:generic' },
+  // migration with a key the destination reserves: moving away changes the identity and
+  // deactivates the account here; reserving a key prepares an identity change
+  'com.atproto.server.requestAccountMigrate': {
+    check: 'access',
+    permissions: [...IDENTITY_ALL, ...STATUS_MANAGE],
+    privileged: true,
+  },
+  'com.atproto.server.reserveSigningKey': { check: 'optional', permissions: IDENTITY_ALL },
 
   // preferences: open to deactivated accounts, since migration tools copy them before activating
-  'app.bsky.actor.getPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'atproto' },
-  'app.bsky.actor.putPreferences': { check: 'access', statuses: DEACTIVATED_OK, scope: 'transition:generic' },
+  'app.bsky.actor.getPreferences': {
+    check: 'access',
+    statuses: DEACTIVATED_OK,
+    permissions: appViewRpc('app.bsky.actor.getPreferences'),
+  },
+  'app.bsky.actor.putPreferences': {
+    check: 'access',
+    statuses: DEACTIVATED_OK,
+    permissions: appViewRpc('app.bsky.actor.putPreferences'),
+  },
 
   // administration (HTTP Basic)
   'com.atproto.admin.updateSubjectStatus': { check: 'admin' },
@@ -177,6 +244,18 @@ const OP_POINTS: Record<string, number> = {
   'com.atproto.repo.applyWrites#delete': 1,
 }
 
+const BATCH_ACTIONS: Record<string, RepoAction> = {
+  'com.atproto.repo.applyWrites#create': 'create',
+  'com.atproto.repo.applyWrites#update': 'update',
+  'com.atproto.repo.applyWrites#delete': 'delete',
+}
+
+/** what an applyWrites batch needs: each write's collection and action */
+function batchPermissions(writes: unknown): Need[] {
+  if (!Array.isArray(writes)) return []
+  return writes.map((w: { $type?: string; collection?: unknown }) => write(w?.collection, BATCH_ACTIONS[w?.$type ?? ''] ?? 'create'))
+}
+
 /** an applyWrites batch costs what its operations would cost one by one (at least 1) */
 function batchWritePoints(writes: unknown): number {
   if (!Array.isArray(writes)) return 1
@@ -204,20 +283,6 @@ function delegationNeedsPrivilege(lxm: unknown): boolean {
 let lowerIds: Map<string, Row> | undefined
 // a differently cased id must not slip past the row it names
 const rowsByLowerId = () => (lowerIds ??= new Map(Object.entries(registry as Record<string, Row>).map(([k, r]) => [k.toLowerCase(), r])))
-
-/** whether an OAuth grant of `scope` may get a service token for `lxm` */
-function oauthMayDelegate(scope: string, lxm: unknown): boolean {
-  if (typeof lxm !== 'string' || lxm === '') return false
-  const have = scope.split(' ')
-  if (isChatMethod(lxm)) return have.includes('transition:chat.bsky')
-  if (delegationNeedsPrivilege(lxm)) return false
-  return oauthMayCall(have, lxm)
-}
-
-/** an OAuth grant reaches a non-privileged method through the wide transition scope */
-function oauthMayCall(have: string[], _nsid: string): boolean {
-  return have.includes('transition:generic')
-}
 
 /** the row of `nsid`, or undefined when it has none */
 export const rowOf = (nsid: string): Row | undefined =>

@@ -6,12 +6,13 @@ import type { MethodAuthContext } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../account/store.js'
 import { statusGateError, xrpcError } from '../errors.js'
-import { rowFor, type MethodId, type Row, type RowOf } from './registry.js'
+import { rowFor, type Call, type MethodId, type Row, type RowOf } from './registry.js'
+import { missingMessage, missingPermission, permissionsOf } from './permissions.js'
 import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
 import { isRevoked } from './revocation.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
-import { scopeAllows, verifyOAuthToken } from '../oauth/tokens.js'
+import { verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
 import { verifyServiceAuth, type ServiceCredentials } from './service-auth.js'
 
@@ -95,24 +96,22 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
 }
 
 /** whether the caller may read the account's email address: every password session, and OAuth
- *  apps only when the user granted the email scope */
+ *  apps only when the user granted `account:email` or `transition:email` */
 export function mayReadEmail(creds: AccessCredentials): boolean {
   if (!creds.oauth) return true
-  return creds.scope.split(' ').some((s) => s === 'transition:email' || s === 'account:email' || s.startsWith('account:email?'))
+  return permissionsOf(creds.scope).allowsAccount({ attr: 'email', action: 'read' })
 }
-
-/** the row service proxying checks callers against (it has no registry row of its own) */
-export const PROXY_ROW: Row = { check: 'access', scope: 'transition:generic' }
 
 /**
  * The access check for a request that reaches no handler (service proxying): the same checks
- * as a registry row's, so the proxy never reads the Authorization header itself.
+ * as a registry row's, so the proxy never reads the Authorization header itself. The proxy's
+ * row names the `rpc:` permission the forwarded call needs.
  */
 export async function verifyAccessRequest(
   req: MethodAuthContext['req'],
   res: MethodAuthContext['res'],
   deps: VerifierDeps,
-  row: Row = PROXY_ROW,
+  row: Row,
 ): Promise<AccessCredentials> {
   const out = await access({ req, res, params: {} }, row, deps)
   return out.credentials as AccessCredentials
@@ -190,18 +189,44 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_token", error_description="Token has been revoked"')
     throw xrpcError('ExpiredToken', 'Token has been revoked')
   }
-  if (row.sessionOnly) {
-    throw xrpcError('InsufficientScope', 'This method is not available to OAuth apps; sign in with the account password')
+  if (typeof row.sessionOnly === 'function' ? row.sessionOnly(ctx.params) : row.sessionOnly) {
+    throw xrpcError('InsufficientScope', 'This is not available to OAuth apps; sign in with the account password')
   }
-  if (row.scope && !scopeAllows(claims.scope, row.scope)) {
-    throw xrpcError('InsufficientScope', `This method needs the ${row.scope} scope`)
-  }
-  if (row.oauthAllows && !row.oauthAllows(claims.scope, ctx.params)) {
-    throw xrpcError('InsufficientScope', 'The granted scope does not cover this request')
+  if (row.permissions) {
+    const needs = typeof row.permissions === 'function' ? row.permissions(callOf(ctx, deps)) : row.permissions
+    const missing = missingPermission(claims.scope, needs)
+    if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
   }
   return {
     credentials: { type: 'access', did: account.did, account, scope: claims.scope, oauth: { jkt } },
   }
+}
+
+function callOf(ctx: MethodAuthContext, deps: VerifierDeps): Call {
+  const type = ctx.req.headers['content-type']
+  return {
+    params: ctx.params,
+    contentType: type ? type.split(';')[0].trim().toLowerCase() : undefined,
+    appView: appViewRef(deps.config),
+  }
+}
+
+/** the AppView as apps name it in `rpc:` permissions; without one configured, the network's own */
+const appViewRef = (config: VerifierDeps['config']) => `${config.appView?.did ?? 'did:web:api.bsky.app'}#bsky_appview`
+
+/**
+ * The permissions a call's input body decides (the registry column `bodyPermissions`), checked
+ * for OAuth callers once xrpc-server has parsed and validated the body and before the handler
+ * runs. Throws 403 InsufficientScope naming the first missing one.
+ */
+export function checkBodyPermissions(row: Row, auth: unknown, input: unknown): void {
+  if (!row.bodyPermissions) return
+  const creds = (auth as AuthOutput | undefined)?.credentials
+  if (creds?.type !== 'access' || !creds.oauth) return
+  const body = (input as { body?: unknown } | undefined)?.body
+  const needs = row.bodyPermissions(body && typeof body === 'object' ? (body as Record<string, unknown>) : {})
+  const missing = missingPermission(creds.scope, needs)
+  if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
 }
 
 async function refresh(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Promise<AuthOutput> {

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { base64url } from 'jose'
+import { isAtprotoOauthScope, STATIC_SCOPE_VALUES } from '@atproto/oauth-scopes'
 import type { Services } from '../context.js'
 import { ClientError, type ClientMetadata } from './clients.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
@@ -14,7 +15,8 @@ import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from '.
 import { describePermissionSets, expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
 import * as store from './store.js'
 
-export const SCOPES_SUPPORTED = ['atproto', 'transition:generic']
+/** the static scope values; every `repo:`, `rpc:`, `blob:`, `account:` and `identity:` form is accepted too */
+export const SCOPES_SUPPORTED: readonly string[] = STATIC_SCOPE_VALUES
 const PAR_TTL_S = 60
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
 
@@ -240,10 +242,13 @@ export function oauthRoutes(deps: Deps): Router {
     const granted = record.scope ?? claims.scope
     let scope = granted
     if (p.scope !== undefined) {
-      // never broader than what was granted
+      // never broader than what was granted: a narrower set of the granted values, or a refusal
       const have = new Set(granted.split(' '))
-      scope = [...new Set(p.scope.split(' ').filter((s) => have.has(s)))].join(' ')
-      if (!scope.split(' ').includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
+      const asked = [...new Set(p.scope.split(' ').filter(Boolean))]
+      const extra = asked.find((s) => !have.has(s))
+      if (extra !== undefined) throw new OAuthError(400, 'invalid_scope', `Scope ${extra} was not granted`)
+      if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
+      scope = asked.join(' ')
     }
     const account = await store.grantableAccount(db, claims.sub)
     if (!account) throw new OAuthError(400, 'invalid_grant', 'The account is not available')
@@ -321,15 +326,21 @@ function need(p: Record<string, string | undefined>, name: string): string {
   return v
 }
 
+/**
+ * PAR's scope check: `atproto` present, every value a permission form this server knows (parsed
+ * by @atproto/oauth-scopes), every value declared in the client's metadata (a loopback client's
+ * in its client_id). Returns the scope as asked, deduplicated.
+ */
 function checkScope(scope: string, client: ClientMetadata): string {
-  const asked = scope.split(' ').filter(Boolean)
-  const allowed = new Set(client.scope.split(' '))
+  const asked = [...new Set(scope.split(' ').filter(Boolean))]
+  const declared = new Set(client.scope.split(' '))
   if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
   for (const s of asked) {
-    if (!SCOPES_SUPPORTED.includes(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
-    if (!allowed.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
+    // an `include:` is checked by resolving its set (expandPermissionSets)
+    if (!isAtprotoOauthScope(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    if (!declared.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
   }
-  return [...new Set(asked)].join(' ')
+  return asked.join(' ')
 }
 
 // RFC 8252 §7.3: a loopback redirect registered without a port matches any port

@@ -85,10 +85,3 @@ function hasClaims(p: Record<string, unknown>, iss: Issuer, kind: 'access' | 're
     (kind === 'refresh') === (p.token_kind === 'refresh')
   )
 }
-
-/** `transition:generic` is a superset of `atproto` */
-export function scopeAllows(granted: string, required: string): boolean {
-  const have = new Set(granted.split(' ').filter(Boolean))
-  if (have.has(required)) return true
-  return required === 'atproto' && have.has('transition:generic')
-}

@@ -14,6 +14,7 @@ import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
 import { mintServiceAuth } from '../auth/service-auth.js'
 import { verifyAccessRequest } from '../auth/verifier.js'
+import { rpcNeed } from '../auth/permissions.js'
 import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
 
 /** request headers a client may send on to the target */
@@ -42,8 +43,9 @@ export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth' |
   didResolver: DidResolver
 }
 
-/** `trusted`: configured by the operator, so not subject to the outbound guard */
-type Target = { did: string; url: string; trusted: boolean }
+/** `trusted`: configured by the operator, so not subject to the outbound guard; `ref`: the
+ *  service as `did#id`, what an `rpc:` permission's audience names */
+type Target = { did: string; url: string; trusted: boolean; ref: string }
 
 // NSID authorities are case-insensitive: `CHAT.bsky.` is chat as much as `chat.bsky.` is
 const inNamespace = (nsid: string, prefix: string) => nsid.toLowerCase().startsWith(prefix)
@@ -59,7 +61,9 @@ export function createProxy(deps: ProxyDeps) {
       const header = req.headers['atproto-proxy']
       const fallback = appViewDefault(nsid, deps)
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
-      const creds = await verifyAccessRequest(req, res, deps)
+      // an OAuth app needs `rpc:<method>?aud=<did#service>` for the service the call goes to
+      const aud = header !== undefined ? proxyRef(String(header)) : fallback!.ref
+      const creds = await verifyAccessRequest(req, res, deps, { check: 'access', permissions: [rpcNeed(nsid, aud)] })
       // chat reaches private messages: app passwords need the privileged flag
       if (inNamespace(nsid, 'chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
@@ -91,7 +95,8 @@ export function createProxy(deps: ProxyDeps) {
   function appViewDefault(nsid: string, { config }: ProxyDeps): Target | undefined {
     if (!config.appView) return undefined
     if (!inNamespace(nsid, 'app.bsky.') && !inNamespace(nsid, 'chat.bsky.')) return undefined
-    return { did: config.appView.did, url: config.appView.url, trusted: true }
+    const service = inNamespace(nsid, 'chat.bsky.') ? '#bsky_chat' : '#bsky_appview'
+    return { did: config.appView.did, url: config.appView.url, trusted: true, ref: config.appView.did + service }
   }
 
   async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps) {
@@ -142,19 +147,25 @@ export function createProxy(deps: ProxyDeps) {
   }
 }
 
-// `<did>#<service id>`: exactly one #, nothing empty, no spaces (as the reference PDS parses it)
-async function parseProxyHeader(value: string, resolver: DidResolver): Promise<Target> {
+// `<did>#<service id>`: exactly one #, nothing empty, no spaces (as the reference PDS parses it);
+// checked before the caller is, so a refusal can name the permission the value asks for
+function proxyRef(value: string): string {
   const hash = value.indexOf('#')
   if (hash <= 0 || hash === value.length - 1 || value.indexOf('#', hash + 1) !== -1 || /\s/.test(value)) {
     throw xrpcError('InvalidRequest', 'atproto-proxy must be <did>#<service id>')
   }
+  if (!/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(value.slice(0, hash))) throw xrpcError('InvalidRequest', 'atproto-proxy names no valid DID')
+  return value
+}
+
+async function parseProxyHeader(value: string, resolver: DidResolver): Promise<Target> {
+  const hash = proxyRef(value).indexOf('#')
   const did = value.slice(0, hash)
-  if (!/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(did)) throw xrpcError('InvalidRequest', 'atproto-proxy names no valid DID')
   const doc = await resolver.resolve(did)
   if (!doc) throw xrpcError('InvalidRequest', `could not resolve proxy did ${did}`)
   const url = serviceEndpoint(doc, value.slice(hash))
   if (!url) throw xrpcError('InvalidRequest', 'could not resolve proxy did service url')
-  return { did, url, trusted: false }
+  return { did, url, trusted: false, ref: value }
 }
 
 /** passes bytes through until `max`, then fails with `error()` */
