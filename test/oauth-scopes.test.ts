@@ -13,7 +13,7 @@ import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
-import { dpopKey, loopbackClientId, openPage, par, post } from './oauth-helpers.js'
+import { dpopKey, loopbackClientId, openPage, par, signInAndAllow } from './oauth-helpers.js'
 
 const PASSWORD = 'granular permissions password'
 const REDIRECT = 'http://127.0.0.1:9/oauth-callback'
@@ -79,11 +79,7 @@ async function signIn(handle: string, scope: string): Promise<{ client: NodeOAut
   const requestUri = authUrl.searchParams.get('request_uri')!
   const page = await openPage(pds.url, requestUri)
   expect(page.status).toBe(200)
-  const res = await post(
-    `${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
-    { handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
-    { cookie: page.cookie },
-  )
+  const res = await signInAndAllow(pds.url, requestUri, { handle, password: PASSWORD }, page)
   expect(res.status, res.text).toBe(302)
   const { session } = await client.callback(new URL(res.headers.get('location')!).searchParams)
   return { client, session, agent: new Agent(session) }

@@ -16,7 +16,7 @@ import { describePermissionSets, PermissionSets } from '../src/oauth/permission-
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 
 // flipped at merge once tokens are checked against granular permissions
-const ENFORCES_PERMISSIONS = false
+const ENFORCES_PERMISSIONS = true
 
 const REMOTE_SET = 'com.example.perm.basic'
 const LOCAL_SET = 'com.example.home.basic'
