@@ -27,12 +27,15 @@ const RESULTS = path.join(ROOT, 'bench', 'results')
 const argv = process.argv.slice(2)
 const opt = (name, dflt) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt)
 const quick = argv.includes('--quick') || process.env.QUICK === '1'
+// --profile: the server runs with --cpu-prof (profiles in bench/results/profiles/; bench/profile-summary.js)
+const cpuProf = argv.includes('--profile')
 const dbKind = opt('--db', 'sqlite')
-const only = opt('--only', 'repo,accounts,firehose').split(',')
+const only = opt('--only', 'repo,accounts,firehose,backfill').split(',')
 const SIZES = {
   records: quick ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000],
   accounts: quick ? [100, 10_000] : [100, 10_000, 100_000],
-  subscribers: quick ? [10, 100] : [10, 100, 1_000],
+  subscribers: quick ? [10, 100, 1_000] : [10, 100, 1_000],
+  events: quick ? [1_000_000] : [1_000_000],
 }
 // --records 1000,20000 (and --accounts, --subscribers): other sizes for a curve
 for (const k of Object.keys(SIZES)) if (opt(`--${k}`)) SIZES[k] = opt(`--${k}`).split(',').map(Number)
@@ -106,7 +109,8 @@ async function newState() {
     /** starts the server; ms from spawn to the first answered request */
     async start() {
       const t0 = performance.now()
-      child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      const flags = cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS, 'profiles')}`] : []
+      child = spawn(process.execPath, [...flags, path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
       servers.add(child)
       const out = createWriteStream(path.join(RESULTS, 'scale.server.log'), { flags: 'a' })
       child.stdout.pipe(out)
@@ -141,12 +145,14 @@ async function newState() {
 
 /** accounts straight into the store (bench/lib/seed.js), with the server stopped */
 function seed(state, from, count) {
+  return run(state, path.join(ROOT, 'bench', 'lib', 'seed.js'), [String(from), String(count)])
+}
+
+/** a seeding script on the server's store, with the server stopped */
+function run(state, script, args) {
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'seed.js'), String(from), String(count)], {
-      env: state.env,
-      stdio: 'inherit',
-    })
-    c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`seed exited ${code}`))))
+    const c = spawn(process.execPath, [script, ...args], { env: state.env, stdio: 'inherit' })
+    c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(script)} exited ${code}`))))
   })
 }
 
@@ -371,14 +377,17 @@ function replay(url) {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`${url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos?cursor=0`)
     let events = 0
+    let bytes = 0
     let first = 0
     let last = 0
     let quiet
     const done = () => {
       ws.terminate()
-      resolve({ events, perSec: +(events / Math.max(0.001, (last - first) / 1000)).toFixed(0) })
+      const s = Math.max(0.001, (last - first) / 1000)
+      resolve({ events, perSec: +(events / s).toFixed(0), MBps: +(bytes / 1e6 / s).toFixed(1) })
     }
-    ws.on('message', () => {
+    ws.on('message', (buf) => {
+      bytes += buf.length
       last = performance.now()
       if (!events++) first = last
       clearTimeout(quiet)
@@ -388,6 +397,51 @@ function replay(url) {
     ws.on('error', reject)
   })
 }
+
+// ---- backfill: one consumer from cursor 0 over a log of real #commit frames
+async function backfillCurve() {
+  for (const events of SIZES.events) {
+    const state = await newState()
+    await seed(state, 0, 8)
+    await state.start()
+    const x = new Xrpc(state.url, 32)
+    const sessions = []
+    for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
+    await Promise.all(
+      sessions.map(async (s) => {
+        for (let i = 0; i < 32; i++) await x.call('com.atproto.repo.createRecord', { token: s.accessJwt, body: like(s.did) })
+      }),
+    )
+    await x.close()
+    await state.stop()
+    const t0 = performance.now()
+    await run(state, path.join(ROOT, 'bench', 'lib', 'seed-events.js'), [String(events)])
+    log(`backfill: ${events} events seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    await state.start()
+    const c0 = cpuMs(state.pid)
+    const r = await rssDuring(state.pid, () => replay(state.url))
+    const cpu = cpuMs(state.pid) - c0
+    emit({
+      curve: 'backfill',
+      events: r.out.events,
+      perSec: r.out.perSec,
+      MBps: r.out.MBps,
+      cpuUsPerEvent: +((cpu * 1000) / Math.max(1, r.out.events)).toFixed(2),
+      rssGrowthMiB: r.rssGrowthMiB,
+    })
+    await state.dispose()
+  }
+}
+
+const like = (did) => ({
+  repo: did,
+  collection: 'app.bsky.feed.like',
+  record: {
+    $type: 'app.bsky.feed.like',
+    subject: { uri: `at://${did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+    createdAt: new Date().toISOString(),
+  },
+})
 
 // ---- firehose
 const REV = Buffer.from([0x63, 0x72, 0x65, 0x76])
@@ -488,6 +542,7 @@ async function firehoseCurve() {
 if (only.includes('repo')) await repoCurve()
 if (only.includes('accounts')) await accountsCurve()
 if (only.includes('firehose')) await firehoseCurve()
+if (only.includes('backfill')) await backfillCurve()
 const { writeReport } = await import('./lib/scale-report.js')
 writeReport(points, { quick, db: dbKind, jsonl })
 process.exit(0)

@@ -3,9 +3,12 @@
 // it sits (the socket's unsent bytes) and a consumer that stops reading cannot stall anything:
 // - a replay takes one of a few backfill slots, reads the log a page at a time, lets other work
 //   run between pages, and gives its slot up while it waits for the consumer to read;
+// - frames go out corked: a page of the replay, or all live events of one hand-out, leave in one
+//   write to the connection (a system call per frame was most of a replay's cost);
 // - live events go straight to the socket; a consumer whose unsent backlog passes the limit, or a
 //   replay that waits too long for the consumer to read, is sent ConsumerTooSlow and closed.
 import { ErrorFrame, MessageFrame } from '@atproto/xrpc-server'
+import type { Duplex } from 'node:stream'
 import type { WebSocket } from 'ws'
 import { encodeEvent, type EncodedEvent, type Firehose } from './firehose.js'
 import type { Release } from './slots.js'
@@ -16,14 +19,20 @@ const REPLAY_HIGH_WATER = 256 * 1024
 /** the close code xrpc-server ends a stream with after an error frame */
 const POLICY = 1008
 
-export async function* consume(hose: Firehose, cursor: number | undefined, signal: AbortSignal, ws: WebSocket | undefined) {
+export async function* consume(
+  hose: Firehose,
+  cursor: number | undefined,
+  signal: AbortSignal,
+  ws: WebSocket | undefined,
+  connection?: Duplex,
+) {
   if (cursor !== undefined && !(Number.isSafeInteger(cursor) && cursor >= 0)) {
     yield new ErrorFrame({ error: 'InvalidRequest', message: 'cursor must be a non-negative integer' })
     return
   }
   if (!ws) throw new Error('firehose stream without its socket')
   const limits = hose.limits
-  const out = new Outbox(ws)
+  const out = new Outbox(ws, connection)
   // live events that arrive while the log is replayed; past the limit they are dropped and the
   // replay reads them from the log instead
   const queue: EncodedEvent[] = []
@@ -43,24 +52,35 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
     ended?.()
   }
   const unsubscribe = hose.subscribe(
-    (ev) => {
+    (evs) => {
       if (!live) {
-        if (queue.length >= limits.maxBuffer) overflow = true
-        else queue.push(ev)
+        for (const ev of evs) {
+          if (queue.length >= limits.maxBuffer) overflow = true
+          else queue.push(ev)
+        }
         return
       }
-      // the poller may hand out events this consumer already has (it can lag the log)
-      if (ev.seq <= last) return
-      if (out.pending >= limits.maxBuffer || ws.bufferedAmount + ev.bytes.length > limits.maxBacklogBytes) return dropSlow()
-      last = ev.seq
-      out.send(ev.bytes)
+      let slow = false
+      out.cork()
+      for (const ev of evs) {
+        // the poller may hand out events this consumer already has (it can lag the log)
+        if (ev.seq <= last) continue
+        if (out.pending >= limits.maxBuffer || ws.bufferedAmount + ev.bytes.length > limits.maxBacklogBytes) {
+          slow = true
+          break
+        }
+        last = ev.seq
+        out.send(ev.bytes)
+      }
+      out.uncork()
+      if (slow) dropSlow()
     },
     () => out.pending + queue.length,
   )
   const onAbort = () => ended?.()
   signal.addEventListener('abort', onAbort)
   let slot: Release | undefined
-  const gone = () => signal.aborted || tooSlow
+  const gone = () => signal.aborted || tooSlow || ws.readyState !== ws.OPEN
   /** false when the consumer is gone, or was too slow to read what the replay sent it */
   const backPressure = async () => {
     if (ws.bufferedAmount <= REPLAY_HIGH_WATER) return true
@@ -99,11 +119,17 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
       while (fromLog) {
         if (!slot && !(slot = await hose.backfills.acquire(signal))) return
         const rows = await hose.rowsAfter(last, PAGE)
-        for (const row of rows) {
+        for (let i = 0; i < rows.length; ) {
           if (gone()) return
-          out.send(encodeEvent(row).bytes)
-          last = row.seq
-          if (!(await backPressure())) return
+          // as many frames as the high-water mark allows leave in one write (at least one: a
+          // socket that reports unsent bytes but nothing pending is closing, and the page must end)
+          out.cork()
+          do {
+            out.send(encodeEvent(rows[i]).bytes)
+            last = rows[i++].seq
+          } while (i < rows.length && ws.bufferedAmount <= REPLAY_HIGH_WATER)
+          out.uncork()
+          if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
         }
         if (rows.length === PAGE) {
           // let requests and other consumers run between pages
@@ -118,11 +144,15 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
       // nothing awaited in between, so no event is lost or sent twice at the seam
       while (queue.length && !overflow) {
         if (gone()) return
-        const ev = queue.shift()!
-        if (ev.seq <= last) continue
-        out.send(ev.bytes)
-        last = ev.seq
-        if (!(await backPressure())) return
+        out.cork()
+        do {
+          const ev = queue.shift()!
+          if (ev.seq <= last) continue
+          out.send(ev.bytes)
+          last = ev.seq
+        } while (queue.length && ws.bufferedAmount <= REPLAY_HIGH_WATER)
+        out.uncork()
+        if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
       }
       if (!overflow) break
       // some were dropped: they are in the log
@@ -146,7 +176,19 @@ class Outbox {
   pending = 0
   private idle: (() => void) | undefined
 
-  constructor(private ws: WebSocket) {}
+  constructor(
+    private ws: WebSocket,
+    private connection: Duplex | undefined,
+  ) {}
+
+  /** frames sent from here to uncork() leave together */
+  cork() {
+    this.connection?.cork()
+  }
+
+  uncork() {
+    this.connection?.uncork()
+  }
 
   send(bytes: Uint8Array) {
     this.pending++

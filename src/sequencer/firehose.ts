@@ -15,14 +15,13 @@ type Row = { seq: number; type: string; payload: Uint8Array; sequenced_at: strin
 
 const PAGE = 500
 
+const headers = new Map<string, Uint8Array>()
+
 /** frame bytes of one event: the DAG-CBOR header `{op: 1, t: '#<type>'}` then the body */
 export function encodeEvent(row: Row): EncodedEvent {
-  const header = dagCbor.encode({ op: 1, t: `#${row.type}` })
-  const payload = withSeqAndTime(row.payload, row.seq, row.sequenced_at)
-  const bytes = new Uint8Array(header.length + payload.length)
-  bytes.set(header, 0)
-  bytes.set(payload, header.length)
-  return { seq: row.seq, bytes }
+  let header = headers.get(row.type)
+  if (!header) headers.set(row.type, (header = dagCbor.encode({ op: 1, t: `#${row.type}` })))
+  return { seq: row.seq, bytes: withSeqAndTime(row.payload, row.seq, row.sequenced_at, header) }
 }
 
 export type FirehoseOptions = {
@@ -45,7 +44,8 @@ export type FirehoseOptions = {
 
 export type ConsumerLimits = Pick<FirehoseOptions, 'maxBuffer' | 'maxBacklogBytes' | 'stallMs'>
 
-export type Listener = (ev: EncodedEvent) => void
+/** the events of one hand-out, in seq order: a consumer writes them to its socket at once */
+export type Listener = (evs: EncodedEvent[]) => void
 
 export class Firehose {
   private listeners = new Map<Listener, () => number>()
@@ -56,6 +56,9 @@ export class Firehose {
   private pruneTimer: NodeJS.Timeout | undefined
   private wakeupHealthy = false
   private lastPollAt = 0
+  /** events read or handed over since the last hand-out to the listeners */
+  private outgoing: EncodedEvent[] = []
+  private flushing: NodeJS.Immediate | undefined
   readonly backfills: Slots
   readonly admission: StreamAdmission
 
@@ -90,6 +93,9 @@ export class Firehose {
   async stop() {
     clearInterval(this.timer)
     clearInterval(this.pruneTimer)
+    clearImmediate(this.flushing)
+    this.flushing = undefined
+    this.outgoing = []
     this.listeners.clear()
     await this.polling
   }
@@ -121,10 +127,26 @@ export class Firehose {
       if (row.seq <= this.lastSeq) continue
       if (this.polling || row.seq !== this.lastSeq + 1) return this.notify()
       this.lastSeq = row.seq
-      if (!this.listeners.size) continue
-      const ev = encodeEvent(row)
-      for (const fn of this.listeners.keys()) fn(ev)
+      this.handOut(row)
     }
+  }
+
+  /**
+   * Events reach the listeners once per turn of the event loop, all that arrived in it together:
+   * each consumer then writes them to its socket in one system call. With many consumers that
+   * call is most of a frame's cost, and the busier the process, the more events share one.
+   */
+  private handOut(row: Row) {
+    if (!this.listeners.size) return
+    this.outgoing.push(encodeEvent(row))
+    this.flushing ??= setImmediate(this.flush)
+  }
+
+  private flush = () => {
+    this.flushing = undefined
+    const evs = this.outgoing
+    this.outgoing = []
+    for (const fn of this.listeners.keys()) fn(evs)
   }
 
   /**
@@ -166,9 +188,7 @@ export class Firehose {
         // handed over in-process meanwhile (deliverLocal)
         if (row.seq <= (this.lastSeq ?? 0)) continue
         this.lastSeq = row.seq
-        if (!this.listeners.size) continue
-        const ev = encodeEvent(row)
-        for (const fn of this.listeners.keys()) fn(ev)
+        this.handOut(row)
       }
       if (rows.length < PAGE) return
       // let consumers drain between pages, so a backlog does not arrive as one burst

@@ -4,13 +4,22 @@
 // order instead. Bodies that are not a plain map of text keys take the decode path.
 import * as dagCbor from '@ipld/dag-cbor'
 
-/** `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added */
-export function withSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array {
-  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })
+/**
+ * `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added, after `prefix` (a
+ * frame's header) in the same buffer: one allocation per frame
+ */
+export function withSeqAndTime(body: Uint8Array, seq: number, time: string, prefix?: Uint8Array): Uint8Array {
+  const parts = spliceParts(body, seq, time) ?? [dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })]
+  return concat(prefix ? [prefix, ...parts] : parts)
 }
 
 /** the spliced bytes; undefined when `body` is not a map this can walk */
 export function spliceSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array | undefined {
+  const parts = spliceParts(body, seq, time)
+  return parts && concat(parts)
+}
+
+function spliceParts(body: Uint8Array, seq: number, time: string): Uint8Array[] | undefined {
   const first = body[0]
   if (first >> 5 !== 5) return undefined
   const head = readHead(body, 0)
@@ -36,7 +45,7 @@ export function spliceSeqAndTime(body: Uint8Array, seq: number, time: string): U
   }
   if (at !== body.length) return undefined
   while (next < inserts.length) parts.push(inserts[next++].bytes)
-  return concat(parts)
+  return parts
 }
 
 // DAG-CBOR map key order: shorter first, then bytewise (keys here are ASCII)
