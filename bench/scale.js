@@ -444,7 +444,6 @@ const like = (did) => ({
 })
 
 // ---- firehose
-const REV = Buffer.from([0x63, 0x72, 0x65, 0x76])
 async function firehoseCurve() {
   for (const subs of SIZES.subscribers) {
     const state = await newState()
@@ -454,27 +453,21 @@ async function firehoseCurve() {
     const sessions = []
     for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
     const answered = new Map()
-    const received = new Map()
-    let frames = 0
-    const sockets = []
     const wsUrl = `${state.url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
-    for (let i = 0; i < subs; i++) {
-      const ws = new WebSocket(wsUrl)
-      await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))
-      ws.on('message', (buf) => {
-        const now = performance.now()
-        frames++
-        // the commit's rev, found without decoding: the body's first "rev" key is the top-level one
-        const at = buf.indexOf(REV)
-        if (at < 0) return
-        const rev = buf.toString('latin1', at + 5, at + 18)
-        // a frame may come before its write's answer: lags are taken once the run is over
-        const list = received.get(rev)
-        if (list) list.push(now)
-        else received.set(rev, [now])
+    // the subscribers read in processes of their own (bench/lib/subscribers.js), up to 500 each
+    const procs = Math.ceil(subs / 500)
+    const children = []
+    for (let p = 0; p < procs; p++) {
+      const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0)
+      const child = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'subscribers.js'), wsUrl, String(n)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        serialization: 'advanced',
       })
-      sockets.push(ws)
+      children.push(child)
+      await new Promise((resolve, reject) => (child.once('message', resolve), child.once('exit', reject)))
     }
+    const ask = (child, msg) => new Promise((resolve) => (child.once('message', resolve), child.send(msg)))
+    const delivered = async () => (await Promise.all(children.map((c) => ask(c, 'count')))).reduce((a, r) => a + r.frames, 0)
     // one more that reads nothing: the others must not wait for it
     const slow = new WebSocket(wsUrl)
     await new Promise((r) => slow.once('open', r))
@@ -504,19 +497,20 @@ async function firehoseCurve() {
               },
             },
           })
-          answered.set(r.commit.rev, performance.now())
+          answered.set(r.commit.rev, performance.timeOrigin + performance.now())
           sent++
         }
       }),
     )
     const elapsed = performance.now() - t0
-    for (let i = 0; i < 200 && frames < sent * subs; i++) await sleep(50)
+    for (let i = 0; i < 200 && (await delivered()) < sent * subs; i++) await sleep(50)
     clearInterval(rssTimer)
     const cpu = cpuMs(state.pid) - c0
+    let frames = 0
     const lags = []
-    for (const [rev, times] of received) {
-      const t = answered.get(rev)
-      if (t !== undefined) for (const r of times) lags.push(r - t)
+    for (const r of await Promise.all(children.map((c) => ask(c, { answered })))) {
+      frames += r.frames
+      for (const l of r.lags) lags.push(l)
     }
     lags.sort((a, b) => a - b)
     emit({
@@ -532,7 +526,6 @@ async function firehoseCurve() {
       rssMiB: +maxRss.toFixed(1),
       slowSubscriberClosed: slow.readyState !== WebSocket.OPEN,
     })
-    for (const ws of sockets) ws.terminate()
     slow.terminate()
     await x.close()
     await state.dispose()

@@ -3,8 +3,9 @@
 // it sits (the socket's unsent bytes) and a consumer that stops reading cannot stall anything:
 // - a replay takes one of a few backfill slots, reads the log a page at a time, lets other work
 //   run between pages, and gives its slot up while it waits for the consumer to read;
-// - frames go out corked: a page of the replay, or all live events of one hand-out, leave in one
-//   write to the connection (a system call per frame was most of a replay's cost);
+// - frames are written to the connection under the WebSocket as the firehose built them, many in
+//   one write: a group of the replay, or all live events of one hand-out in the one buffer every
+//   consumer is given (a system call per frame and consumer was most of the cost of serving);
 // - live events go straight to the socket; a consumer whose unsent backlog passes the limit, or a
 //   replay that waits too long for the consumer to read, is sent ConsumerTooSlow and closed.
 import { ErrorFrame, MessageFrame } from '@atproto/xrpc-server'
@@ -24,13 +25,13 @@ export async function* consume(
   cursor: number | undefined,
   signal: AbortSignal,
   ws: WebSocket | undefined,
-  connection?: Duplex,
+  connection: Duplex | undefined,
 ) {
   if (cursor !== undefined && !(Number.isSafeInteger(cursor) && cursor >= 0)) {
     yield new ErrorFrame({ error: 'InvalidRequest', message: 'cursor must be a non-negative integer' })
     return
   }
-  if (!ws) throw new Error('firehose stream without its socket')
+  if (!ws || !connection) throw new Error('firehose stream without its socket')
   const limits = hose.limits
   const out = new Outbox(ws, connection)
   // live events that arrive while the log is replayed; past the limit they are dropped and the
@@ -52,7 +53,7 @@ export async function* consume(
     ended?.()
   }
   const unsubscribe = hose.subscribe(
-    (evs) => {
+    (evs, frames) => {
       if (!live) {
         for (const ev of evs) {
           if (queue.length >= limits.maxBuffer) overflow = true
@@ -60,20 +61,16 @@ export async function* consume(
         }
         return
       }
-      let slow = false
-      out.cork()
-      for (const ev of evs) {
-        // the poller may hand out events this consumer already has (it can lag the log)
-        if (ev.seq <= last) continue
-        if (out.pending >= limits.maxBuffer || ws.bufferedAmount + ev.bytes.length > limits.maxBacklogBytes) {
-          slow = true
-          break
-        }
-        last = ev.seq
-        out.send(ev.bytes)
+      // the poller may hand out events this consumer already has (it can lag the log)
+      let fresh = evs
+      if (evs[0].seq <= last) {
+        fresh = evs.filter((ev) => ev.seq > last)
+        if (!fresh.length) return
+        frames = Buffer.concat(fresh.map((ev) => ev.frame))
       }
-      out.uncork()
-      if (slow) dropSlow()
+      if (out.pending + fresh.length > limits.maxBuffer || ws.bufferedAmount + frames.length > limits.maxBacklogBytes) return dropSlow()
+      last = fresh[fresh.length - 1].seq
+      out.write(frames, fresh.length)
     },
     () => out.pending + queue.length,
   )
@@ -123,12 +120,15 @@ export async function* consume(
           if (gone()) return
           // as many frames as the high-water mark allows leave in one write (at least one: a
           // socket that reports unsent bytes but nothing pending is closing, and the page must end)
-          out.cork()
+          const group: Buffer[] = []
+          let bytes = ws.bufferedAmount
           do {
-            out.send(encodeEvent(rows[i]).bytes)
-            last = rows[i++].seq
-          } while (i < rows.length && ws.bufferedAmount <= REPLAY_HIGH_WATER)
-          out.uncork()
+            const ev = encodeEvent(rows[i++])
+            group.push(ev.frame)
+            bytes += ev.frame.length
+            last = ev.seq
+          } while (i < rows.length && bytes <= REPLAY_HIGH_WATER)
+          out.writeMany(group)
           if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
         }
         if (rows.length === PAGE) {
@@ -144,14 +144,16 @@ export async function* consume(
       // nothing awaited in between, so no event is lost or sent twice at the seam
       while (queue.length && !overflow) {
         if (gone()) return
-        out.cork()
+        const group: Buffer[] = []
+        let bytes = ws.bufferedAmount
         do {
           const ev = queue.shift()!
           if (ev.seq <= last) continue
-          out.send(ev.bytes)
+          group.push(ev.frame)
+          bytes += ev.frame.length
           last = ev.seq
-        } while (queue.length && ws.bufferedAmount <= REPLAY_HIGH_WATER)
-        out.uncork()
+        } while (queue.length && bytes <= REPLAY_HIGH_WATER)
+        out.writeMany(group)
         if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
       }
       if (!overflow) break
@@ -171,32 +173,46 @@ export async function* consume(
   }
 }
 
-/** the consumer's socket, and how many frames it has been handed that it has not written out */
+/**
+ * the consumer's socket, and how many frames it has been handed that it has not written out.
+ * Whole frames go straight to the connection under the WebSocket, which writes there itself only
+ * for control frames (each whole, in one call): frames never interleave, and the socket's unsent
+ * bytes (`bufferedAmount`) count them as its own.
+ */
 class Outbox {
   pending = 0
   private idle: (() => void) | undefined
 
   constructor(
     private ws: WebSocket,
-    private connection: Duplex | undefined,
+    private connection: Duplex,
   ) {}
 
-  /** frames sent from here to uncork() leave together */
-  cork() {
-    this.connection?.cork()
-  }
-
-  uncork() {
-    this.connection?.uncork()
-  }
-
+  /** a message the WebSocket frames itself */
   send(bytes: Uint8Array) {
     this.pending++
-    this.ws.send(bytes, { binary: true }, this.written)
+    this.ws.send(bytes, { binary: true }, () => this.written(1))
   }
 
-  private written = () => {
-    if (--this.pending === 0) this.idle?.()
+  /** `count` whole frames, one after another in `frames` */
+  write(frames: Buffer, count: number) {
+    this.pending += count
+    this.connection.write(frames, () => this.written(count))
+  }
+
+  /** whole frames, in one write */
+  writeMany(frames: Buffer[]) {
+    if (!frames.length) return
+    this.pending += frames.length
+    this.connection.cork()
+    for (let i = 0; i < frames.length - 1; i++) this.connection.write(frames[i])
+    this.connection.write(frames[frames.length - 1], () => this.written(frames.length))
+    this.connection.uncork()
+  }
+
+  private written(count: number) {
+    this.pending -= count
+    if (this.pending === 0) this.idle?.()
   }
 
   /** true once everything sent so far is written out; false after `ms`, or on abort */

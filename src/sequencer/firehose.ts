@@ -7,9 +7,14 @@ import type { Db } from '../db/index.js'
 import type { Logger } from '../logger.js'
 import { StreamAdmission } from './admission.js'
 import { Slots } from './slots.js'
-import { withSeqAndTime } from './splice.js'
+import { seqAndTimeParts } from './splice.js'
 
-export type EncodedEvent = { seq: number; bytes: Uint8Array }
+/**
+ * `bytes` is the subscribeRepos message; `frame` the same bytes behind the WebSocket header of a
+ * final unmasked binary frame (the one a server sends), in one buffer: the frame is built once and
+ * written as it is to every consumer's connection
+ */
+export type EncodedEvent = { seq: number; bytes: Uint8Array; frame: Buffer }
 
 type Row = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
 
@@ -21,7 +26,31 @@ const headers = new Map<string, Uint8Array>()
 export function encodeEvent(row: Row): EncodedEvent {
   let header = headers.get(row.type)
   if (!header) headers.set(row.type, (header = dagCbor.encode({ op: 1, t: `#${row.type}` })))
-  return { seq: row.seq, bytes: withSeqAndTime(row.payload, row.seq, row.sequenced_at, header) }
+  const parts = seqAndTimeParts(row.payload, row.seq, row.sequenced_at)
+  let length = header.length
+  for (const p of parts) length += p.length
+  const ws = wsHeader(length)
+  const frame = Buffer.allocUnsafe(ws.length + length)
+  frame.set(ws, 0)
+  let at = ws.length
+  frame.set(header, at)
+  at += header.length
+  for (const p of parts) {
+    frame.set(p, at)
+    at += p.length
+  }
+  return { seq: row.seq, bytes: frame.subarray(ws.length), frame }
+}
+
+/** FIN and the binary opcode, then the payload length in 7, 16 or 64 bits (RFC 6455 §5.2) */
+function wsHeader(length: number): Uint8Array {
+  if (length < 126) return Uint8Array.of(0x82, length)
+  if (length < 0x10000) return Uint8Array.of(0x82, 126, length >> 8, length & 0xff)
+  const h = Buffer.alloc(10)
+  h[0] = 0x82
+  h[1] = 127
+  h.writeBigUInt64BE(BigInt(length), 2)
+  return h
 }
 
 export type FirehoseOptions = {
@@ -44,8 +73,11 @@ export type FirehoseOptions = {
 
 export type ConsumerLimits = Pick<FirehoseOptions, 'maxBuffer' | 'maxBacklogBytes' | 'stallMs'>
 
-/** the events of one hand-out, in seq order: a consumer writes them to its socket at once */
-export type Listener = (evs: EncodedEvent[]) => void
+/**
+ * the events of one hand-out, in seq order, and their frames one after another in one buffer: a
+ * consumer that takes them all writes that buffer to its connection in one call
+ */
+export type Listener = (evs: EncodedEvent[], frames: Buffer) => void
 
 export class Firehose {
   private listeners = new Map<Listener, () => number>()
@@ -146,7 +178,8 @@ export class Firehose {
     this.flushing = undefined
     const evs = this.outgoing
     this.outgoing = []
-    for (const fn of this.listeners.keys()) fn(evs)
+    const frames = evs.length === 1 ? evs[0].frame : Buffer.concat(evs.map((ev) => ev.frame))
+    for (const fn of this.listeners.keys()) fn(evs, frames)
   }
 
   /**

@@ -4,13 +4,14 @@
 // order instead. Bodies that are not a plain map of text keys take the decode path.
 import * as dagCbor from '@ipld/dag-cbor'
 
-/**
- * `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added, after `prefix` (a
- * frame's header) in the same buffer: one allocation per frame
- */
-export function withSeqAndTime(body: Uint8Array, seq: number, time: string, prefix?: Uint8Array): Uint8Array {
-  const parts = spliceParts(body, seq, time) ?? [dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })]
-  return concat(prefix ? [prefix, ...parts] : parts)
+/** `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added */
+export function withSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array {
+  return concat(seqAndTimeParts(body, seq, time))
+}
+
+/** the same bytes in parts, for a caller that puts them into a larger buffer */
+export function seqAndTimeParts(body: Uint8Array, seq: number, time: string): Uint8Array[] {
+  return spliceParts(body, seq, time) ?? [dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })]
 }
 
 /** the spliced bytes; undefined when `body` is not a map this can walk */
