@@ -21,6 +21,7 @@ import { runLoad, percentile } from './lib/load.js'
 import { cpuMs, memory } from './lib/proc.js'
 import { Xrpc } from './lib/xrpc.js'
 import { freePort } from './lib/servers.js'
+import { openSubscribers } from './lib/subscribers.js'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const RESULTS = path.join(ROOT, 'bench', 'results')
@@ -454,20 +455,24 @@ async function firehoseCurve() {
     for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
     const answered = new Map()
     const wsUrl = `${state.url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
-    // the subscribers read in processes of their own (bench/lib/subscribers.js), up to 500 each
-    const procs = Math.ceil(subs / 500)
-    const children = []
-    for (let p = 0; p < procs; p++) {
+    // up to 10 subscribers read in this process, as a client next to its own writes sees them;
+    // more read in processes of their own (bench/lib/subscribers.js), up to 500 each
+    const hosts = []
+    if (subs <= 10) {
+      const local = await openSubscribers(wsUrl, subs)
+      hosts.push({ count: async () => local.frames(), finish: async (answered) => ({ frames: local.frames(), lags: local.lags(answered) }) })
+    }
+    for (let p = 0, procs = subs <= 10 ? 0 : Math.ceil(subs / 500); p < procs; p++) {
       const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0)
       const child = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'subscribers.js'), wsUrl, String(n)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'advanced',
       })
-      children.push(child)
       await new Promise((resolve, reject) => (child.once('message', resolve), child.once('exit', reject)))
+      const ask = (msg) => new Promise((resolve) => (child.once('message', resolve), child.send(msg)))
+      hosts.push({ count: async () => (await ask('count')).frames, finish: (answered) => ask({ answered }) })
     }
-    const ask = (child, msg) => new Promise((resolve) => (child.once('message', resolve), child.send(msg)))
-    const delivered = async () => (await Promise.all(children.map((c) => ask(c, 'count')))).reduce((a, r) => a + r.frames, 0)
+    const delivered = async () => (await Promise.all(hosts.map((h) => h.count()))).reduce((a, b) => a + b, 0)
     // one more that reads nothing: the others must not wait for it
     const slow = new WebSocket(wsUrl)
     await new Promise((r) => slow.once('open', r))
@@ -508,7 +513,7 @@ async function firehoseCurve() {
     const cpu = cpuMs(state.pid) - c0
     let frames = 0
     const lags = []
-    for (const r of await Promise.all(children.map((c) => ask(c, { answered })))) {
+    for (const r of await Promise.all(hosts.map((h) => h.finish(answered)))) {
       frames += r.frames
       for (const l of r.lags) lags.push(l)
     }
