@@ -485,11 +485,13 @@ async function firehoseCurve() {
     const c0 = cpuMs(state.pid)
     const t0 = performance.now()
     let sent = 0
+    const writeMs = []
     await Promise.all(
       sessions.map(async (s, w) => {
         for (let i = w; i < writes; i += 8) {
           const due = t0 + (i * 1000) / 200
           if (due > performance.now()) await sleep(due - performance.now())
+          const w0 = performance.now()
           const r = await x.call('com.atproto.repo.createRecord', {
             token: s.accessJwt,
             body: {
@@ -503,6 +505,7 @@ async function firehoseCurve() {
             },
           })
           answered.set(r.commit.rev, performance.timeOrigin + performance.now())
+          writeMs.push(performance.now() - w0)
           sent++
         }
       }),
@@ -528,6 +531,10 @@ async function firehoseCurve() {
       lagP50Ms: +percentile(lags, 50).toFixed(2),
       lagP99Ms: +percentile(lags, 99).toFixed(2),
       cpuMsPerCommit: +(cpu / sent).toFixed(2),
+      // the writers are 8 sequential chains: 200 commits/s needs answers within 40 ms
+      writeP50Ms: +percentile(writeMs.sort((a, b) => a - b), 50).toFixed(1),
+      // the machine's 1-minute load average when the point was taken (2 cores, shared)
+      load: +os.loadavg()[0].toFixed(1),
       rssMiB: +maxRss.toFixed(1),
       slowSubscriberClosed: slow.readyState !== WebSocket.OPEN,
     })

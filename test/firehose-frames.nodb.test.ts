@@ -6,6 +6,8 @@ import { expect, it } from 'vitest'
 import { commitBody } from '../src/repo/events.js'
 import { cidForDagCbor } from '../src/repo/node-cbor.js'
 import { spliceSeqAndTime, withSeqAndTime } from '../src/sequencer/splice.js'
+import { encodeEvent } from '../src/sequencer/firehose.js'
+import { Receiver } from 'ws'
 import { describe } from './harness.js'
 
 const DID = 'did:plc:abcdefghijklmnopqrstuvwx'
@@ -51,5 +53,32 @@ describe('firehose frame bodies', () => {
     const has = dagCbor.encode({ did: DID, seq: 1 })
     expect(spliceSeqAndTime(has, 2, TIME)).toBeUndefined()
     expect(dagCbor.decode(withSeqAndTime(has, 2, TIME))).toEqual({ did: DID, seq: 2, time: TIME })
+  })
+})
+
+describe('firehose WebSocket frames', () => {
+  it('frames every event so a WebSocket client reads exactly the message, across the length encodings', async () => {
+    const row = (pad: number) => ({ seq: 7, type: 'identity', payload: dagCbor.encode({ did: DID, pad: 'x'.repeat(pad) }), sequenced_at: TIME })
+    // the message length for pad 0; each pad byte adds one (past the few where the text head grows)
+    const base = encodeEvent(row(0)).bytes.length
+    const lengths = [0, 1, 125, 126, 127, 65535, 65536, 65537, 70000]
+    for (const want of lengths) {
+      let pad = Math.max(0, want - base)
+      while (pad > 0 && encodeEvent(row(pad)).bytes.length > want) pad--
+      const ev = encodeEvent(row(pad))
+      const got = await new Promise<Buffer>((resolve, reject) => {
+        const receiver = new Receiver({ isServer: false })
+        receiver.on('message', (data: Buffer, binary: boolean) => (binary ? resolve(data) : reject(new Error('text frame'))))
+        receiver.on('error', reject)
+        receiver.write(ev.frame)
+      })
+      expect(Buffer.compare(got, Buffer.from(ev.bytes))).toBe(0)
+      expect(dagCbor.decode(ev.bytes.subarray(dagCbor.encode({ op: 1, t: '#identity' }).length))).toEqual({
+        did: DID,
+        pad: 'x'.repeat(pad),
+        seq: 7,
+        time: TIME,
+      })
+    }
   })
 })

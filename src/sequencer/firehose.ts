@@ -168,10 +168,11 @@ export class Firehose {
   /**
    * Events reach the listeners in hand-outs, all that arrived since the last one together: each
    * consumer then writes them to its connection in one system call, and with many consumers that
-   * call is most of what serving costs. A hand-out runs on the next turn of the event loop, but
-   * never sooner after the last one than that one took: fanning out takes at most half of the
-   * process's time, whatever the number of consumers, and the more consumers, the more events
-   * share each write. With few consumers a hand-out takes microseconds, and so does the wait.
+   * call is most of what serving costs. A hand-out runs once the work in progress is done (all
+   * the commits one fsync made durable, before any other request), but never sooner after the
+   * last one than that one took: fanning out takes at most half of the process's time, whatever
+   * the number of consumers, and the more consumers, the more events share each write. With few
+   * consumers a hand-out takes microseconds, and so does the wait.
    */
   private handOut(row: Row) {
     if (!this.listeners.size) return
@@ -182,13 +183,15 @@ export class Firehose {
       const t = setTimeout(this.flush, wait)
       this.flushing = () => clearTimeout(t)
     } else {
-      const t = setImmediate(this.flush)
-      this.flushing = () => clearImmediate(t)
+      process.nextTick(this.flush)
+      this.flushing = () => {}
     }
   }
 
   private flush = () => {
     this.flushing = undefined
+    // stopped meanwhile
+    if (!this.outgoing.length) return
     const evs = this.outgoing
     this.outgoing = []
     const started = performance.now()
