@@ -470,7 +470,7 @@ async function firehoseCurve() {
       })
       await new Promise((resolve, reject) => (child.once('message', resolve), child.once('exit', reject)))
       const ask = (msg) => new Promise((resolve) => (child.once('message', resolve), child.send(msg)))
-      hosts.push({ count: async () => (await ask('count')).frames, finish: (answered) => ask({ answered }) })
+      hosts.push({ pid: child.pid, count: async () => (await ask('count')).frames, finish: (answered) => ask({ answered }) })
     }
     const delivered = async () => (await Promise.all(hosts.map((h) => h.count()))).reduce((a, b) => a + b, 0)
     // one more that reads nothing: the others must not wait for it
@@ -483,6 +483,9 @@ async function firehoseCurve() {
     // 200 commits a second across 8 accounts
     const writes = SECONDS * 2 * 200
     const c0 = cpuMs(state.pid)
+    // the subscribers' own CPU (this process's when they read here)
+    const clientCpu = () => hosts.reduce((a, h) => a + cpuMs(h.pid ?? process.pid), 0)
+    const cc0 = clientCpu()
     const t0 = performance.now()
     let sent = 0
     const writeMs = []
@@ -514,6 +517,7 @@ async function firehoseCurve() {
     for (let i = 0; i < 200 && (await delivered()) < sent * subs; i++) await sleep(50)
     clearInterval(rssTimer)
     const cpu = cpuMs(state.pid) - c0
+    const subscriberCpu = clientCpu() - cc0
     let frames = 0
     const lags = []
     for (const r of await Promise.all(hosts.map((h) => h.finish(answered)))) {
@@ -531,6 +535,7 @@ async function firehoseCurve() {
       lagP50Ms: +percentile(lags, 50).toFixed(2),
       lagP99Ms: +percentile(lags, 99).toFixed(2),
       cpuMsPerCommit: +(cpu / sent).toFixed(2),
+      subscriberCpuMsPerCommit: +(subscriberCpu / sent).toFixed(2),
       // the writers are 8 sequential chains: 200 commits/s needs answers within 40 ms
       writeP50Ms: +percentile(writeMs.sort((a, b) => a - b), 50).toFixed(1),
       // the machine's 1-minute load average when the point was taken (2 cores, shared)
