@@ -460,7 +460,10 @@ async function firehoseCurve() {
     const hosts = []
     if (subs <= 10) {
       const local = await openSubscribers(wsUrl, subs)
-      hosts.push({ count: async () => local.frames(), finish: async (answered) => ({ frames: local.frames(), lags: local.lags(answered) }) })
+      hosts.push({
+        count: async () => local.frames(),
+        finish: async (answered) => ({ frames: local.frames(), lags: local.lags(answered) }),
+      })
     }
     for (let p = 0, procs = subs <= 10 ? 0 : Math.ceil(subs / 500); p < procs; p++) {
       const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0)
@@ -537,7 +540,10 @@ async function firehoseCurve() {
       cpuMsPerCommit: +(cpu / sent).toFixed(2),
       subscriberCpuMsPerCommit: +(subscriberCpu / sent).toFixed(2),
       // the writers are 8 sequential chains: 200 commits/s needs answers within 40 ms
-      writeP50Ms: +percentile(writeMs.sort((a, b) => a - b), 50).toFixed(1),
+      writeP50Ms: +percentile(
+        writeMs.sort((a, b) => a - b),
+        50,
+      ).toFixed(1),
       // the machine's 1-minute load average when the point was taken (2 cores, shared)
       load: +os.loadavg()[0].toFixed(1),
       rssMiB: +maxRss.toFixed(1),

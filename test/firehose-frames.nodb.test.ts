@@ -58,7 +58,12 @@ describe('firehose frame bodies', () => {
 
 describe('firehose WebSocket frames', () => {
   it('frames every event so a WebSocket client reads exactly the message, across the length encodings', async () => {
-    const row = (pad: number) => ({ seq: 7, type: 'identity', payload: dagCbor.encode({ did: DID, pad: 'x'.repeat(pad) }), sequenced_at: TIME })
+    const row = (pad: number) => ({
+      seq: 7,
+      type: 'identity',
+      payload: dagCbor.encode({ did: DID, pad: 'x'.repeat(pad) }),
+      sequenced_at: TIME,
+    })
     // the message length for pad 0; each pad byte adds one (past the few where the text head grows)
     const base = encodeEvent(row(0)).bytes.length
     const lengths = [0, 1, 125, 126, 127, 65535, 65536, 65537, 70000]

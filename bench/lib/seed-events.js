@@ -14,7 +14,13 @@ const config = loadConfig(process.env)
 const db = await openDb(config.db)
 const count = async () => Number((await sql`select count(*) as n from event`.execute(db)).rows[0].n)
 let n = await count()
-const [{ seq: firstCommit } = { seq: undefined }] = await db.selectFrom('event').select('seq').where('type', '=', 'commit').orderBy('seq').limit(1).execute()
+const [{ seq: firstCommit } = { seq: undefined }] = await db
+  .selectFrom('event')
+  .select('seq')
+  .where('type', '=', 'commit')
+  .orderBy('seq')
+  .limit(1)
+  .execute()
 if (firstCommit === undefined) throw new Error('no #commit event to copy')
 while (n < target) {
   // at most 50,000 rows a transaction, so the WAL stays small

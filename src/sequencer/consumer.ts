@@ -116,7 +116,7 @@ export async function* consume(
       while (fromLog) {
         if (!slot && !(slot = await hose.backfills.acquire(signal))) return
         const rows = await hose.rowsAfter(last, PAGE)
-        for (let i = 0; i < rows.length; ) {
+        for (let i = 0; i < rows.length;) {
           if (gone()) return
           // as many frames as the high-water mark allows leave in one write (at least one: a
           // socket that reports unsent bytes but nothing pending is closing, and the page must end)
