@@ -147,12 +147,12 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Firehose (writers at 200 commits/s, one subscriber that reads nothing)',
       '',
-      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | write answer p50 ms | load average | RSS MiB | the non-reader cut off |',
-      '|---|---|---|---|---|---|---|---|---|---|',
+      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | subscribers' CPU ms/commit | write answer p50 ms | load average | RSS MiB | the non-reader cut off |',
+      '|---|---|---|---|---|---|---|---|---|---|---|',
     )
     for (const p of hose) {
       md.push(
-        `| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.writeP50Ms ?? '-'} | ${p.load ?? '-'} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`,
+        `| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.subscriberCpuMsPerCommit ?? '-'} | ${p.writeP50Ms ?? '-'} | ${p.load ?? '-'} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`,
       )
     }
     md.push('')
