@@ -147,7 +147,7 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Firehose (writers at 200 commits/s, one subscriber that reads nothing)',
       '',
-      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | subscribers' CPU ms/commit | write answer p50 ms | load average | RSS MiB | the non-reader cut off |',
+      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | subscriber processes CPU ms/commit | write answer p50 ms | load average | RSS MiB | the non-reader cut off |',
       '|---|---|---|---|---|---|---|---|---|---|---|',
     )
     for (const p of hose) {
