@@ -3,7 +3,8 @@
 // stdout (and in bench/results/scale-<time>.jsonl), then bench/results/scale.svg and
 // bench/SCALE.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
 //
-//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose]
+//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose,backfill] [--profile]
+//     [--records 1000,20000] [--accounts ...] [--subscribers ...] [--events ...]
 //
 // Curves: repository size (records in one repository, grown by applyWrites of 200), accounts
 // (seeded offline by bench/lib/seed.js: the project's own store code, one precomputed password
