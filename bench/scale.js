@@ -3,7 +3,8 @@
 // stdout (and in bench/results/scale-<time>.jsonl), then bench/results/scale.svg and
 // bench/SCALE.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
 //
-//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose]
+//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose,backfill] [--profile]
+//     [--records 1000,20000] [--accounts ...] [--subscribers ...] [--events ...]
 //
 // Curves: repository size (records in one repository, grown by applyWrites of 200), accounts
 // (seeded offline by bench/lib/seed.js: the project's own store code, one precomputed password
@@ -21,18 +22,22 @@ import { runLoad, percentile } from './lib/load.js'
 import { cpuMs, memory } from './lib/proc.js'
 import { Xrpc } from './lib/xrpc.js'
 import { freePort } from './lib/servers.js'
+import { openSubscribers } from './lib/subscribers.js'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const RESULTS = path.join(ROOT, 'bench', 'results')
 const argv = process.argv.slice(2)
 const opt = (name, dflt) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt)
 const quick = argv.includes('--quick') || process.env.QUICK === '1'
+// --profile: the server runs with --cpu-prof (profiles in bench/results/profiles/; bench/profile-summary.js)
+const cpuProf = argv.includes('--profile')
 const dbKind = opt('--db', 'sqlite')
-const only = opt('--only', 'repo,accounts,firehose').split(',')
+const only = opt('--only', 'repo,accounts,firehose,backfill').split(',')
 const SIZES = {
   records: quick ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000],
   accounts: quick ? [100, 10_000] : [100, 10_000, 100_000],
-  subscribers: quick ? [10, 100] : [10, 100, 1_000],
+  subscribers: quick ? [10, 100, 1_000] : [10, 100, 1_000],
+  events: quick ? [1_000_000] : [1_000_000],
 }
 // --records 1000,20000 (and --accounts, --subscribers): other sizes for a curve
 for (const k of Object.keys(SIZES)) if (opt(`--${k}`)) SIZES[k] = opt(`--${k}`).split(',').map(Number)
@@ -106,7 +111,8 @@ async function newState() {
     /** starts the server; ms from spawn to the first answered request */
     async start() {
       const t0 = performance.now()
-      child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      const flags = cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS, 'profiles')}`] : []
+      child = spawn(process.execPath, [...flags, path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
       servers.add(child)
       const out = createWriteStream(path.join(RESULTS, 'scale.server.log'), { flags: 'a' })
       child.stdout.pipe(out)
@@ -141,12 +147,14 @@ async function newState() {
 
 /** accounts straight into the store (bench/lib/seed.js), with the server stopped */
 function seed(state, from, count) {
+  return run(state, path.join(ROOT, 'bench', 'lib', 'seed.js'), [String(from), String(count)])
+}
+
+/** a seeding script on the server's store, with the server stopped */
+function run(state, script, args) {
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'seed.js'), String(from), String(count)], {
-      env: state.env,
-      stdio: 'inherit',
-    })
-    c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`seed exited ${code}`))))
+    const c = spawn(process.execPath, [script, ...args], { env: state.env, stdio: 'inherit' })
+    c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(script)} exited ${code}`))))
   })
 }
 
@@ -371,14 +379,17 @@ function replay(url) {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`${url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos?cursor=0`)
     let events = 0
+    let bytes = 0
     let first = 0
     let last = 0
     let quiet
     const done = () => {
       ws.terminate()
-      resolve({ events, perSec: +(events / Math.max(0.001, (last - first) / 1000)).toFixed(0) })
+      const s = Math.max(0.001, (last - first) / 1000)
+      resolve({ events, perSec: +(events / s).toFixed(0), MBps: +(bytes / 1e6 / s).toFixed(1) })
     }
-    ws.on('message', () => {
+    ws.on('message', (buf) => {
+      bytes += buf.length
       last = performance.now()
       if (!events++) first = last
       clearTimeout(quiet)
@@ -389,8 +400,52 @@ function replay(url) {
   })
 }
 
+// ---- backfill: one consumer from cursor 0 over a log of real #commit frames
+async function backfillCurve() {
+  for (const events of SIZES.events) {
+    const state = await newState()
+    await seed(state, 0, 8)
+    await state.start()
+    const x = new Xrpc(state.url, 32)
+    const sessions = []
+    for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
+    await Promise.all(
+      sessions.map(async (s) => {
+        for (let i = 0; i < 32; i++) await x.call('com.atproto.repo.createRecord', { token: s.accessJwt, body: like(s.did) })
+      }),
+    )
+    await x.close()
+    await state.stop()
+    const t0 = performance.now()
+    await run(state, path.join(ROOT, 'bench', 'lib', 'seed-events.js'), [String(events)])
+    log(`backfill: ${events} events seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    await state.start()
+    const c0 = cpuMs(state.pid)
+    const r = await rssDuring(state.pid, () => replay(state.url))
+    const cpu = cpuMs(state.pid) - c0
+    emit({
+      curve: 'backfill',
+      events: r.out.events,
+      perSec: r.out.perSec,
+      MBps: r.out.MBps,
+      cpuUsPerEvent: +((cpu * 1000) / Math.max(1, r.out.events)).toFixed(2),
+      rssGrowthMiB: r.rssGrowthMiB,
+    })
+    await state.dispose()
+  }
+}
+
+const like = (did) => ({
+  repo: did,
+  collection: 'app.bsky.feed.like',
+  record: {
+    $type: 'app.bsky.feed.like',
+    subject: { uri: `at://${did}/app.bsky.feed.post/x`, cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+    createdAt: new Date().toISOString(),
+  },
+})
+
 // ---- firehose
-const REV = Buffer.from([0x63, 0x72, 0x65, 0x76])
 async function firehoseCurve() {
   for (const subs of SIZES.subscribers) {
     const state = await newState()
@@ -400,27 +455,28 @@ async function firehoseCurve() {
     const sessions = []
     for (let i = 0; i < 8; i++) sessions.push(await login(x, `s${i}x.test`))
     const answered = new Map()
-    const received = new Map()
-    let frames = 0
-    const sockets = []
     const wsUrl = `${state.url.replace('http', 'ws')}/xrpc/com.atproto.sync.subscribeRepos`
-    for (let i = 0; i < subs; i++) {
-      const ws = new WebSocket(wsUrl)
-      await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))
-      ws.on('message', (buf) => {
-        const now = performance.now()
-        frames++
-        // the commit's rev, found without decoding: the body's first "rev" key is the top-level one
-        const at = buf.indexOf(REV)
-        if (at < 0) return
-        const rev = buf.toString('latin1', at + 5, at + 18)
-        // a frame may come before its write's answer: lags are taken once the run is over
-        const list = received.get(rev)
-        if (list) list.push(now)
-        else received.set(rev, [now])
+    // up to 10 subscribers read in this process, as a client next to its own writes sees them;
+    // more read in processes of their own (bench/lib/subscribers.js), up to 500 each
+    const hosts = []
+    if (subs <= 10) {
+      const local = await openSubscribers(wsUrl, subs)
+      hosts.push({
+        count: async () => local.frames(),
+        finish: async (answered) => ({ frames: local.frames(), lags: local.lags(answered) }),
       })
-      sockets.push(ws)
     }
+    for (let p = 0, procs = subs <= 10 ? 0 : Math.ceil(subs / 500); p < procs; p++) {
+      const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0)
+      const child = spawn(process.execPath, [path.join(ROOT, 'bench', 'lib', 'subscribers.js'), wsUrl, String(n)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        serialization: 'advanced',
+      })
+      await new Promise((resolve, reject) => (child.once('message', resolve), child.once('exit', reject)))
+      const ask = (msg) => new Promise((resolve) => (child.once('message', resolve), child.send(msg)))
+      hosts.push({ pid: child.pid, count: async () => (await ask('count')).frames, finish: (answered) => ask({ answered }) })
+    }
+    const delivered = async () => (await Promise.all(hosts.map((h) => h.count()))).reduce((a, b) => a + b, 0)
     // one more that reads nothing: the others must not wait for it
     const slow = new WebSocket(wsUrl)
     await new Promise((r) => slow.once('open', r))
@@ -431,13 +487,18 @@ async function firehoseCurve() {
     // 200 commits a second across 8 accounts
     const writes = SECONDS * 2 * 200
     const c0 = cpuMs(state.pid)
+    // the subscribers' own CPU (this process's when they read here)
+    const clientCpu = () => hosts.reduce((a, h) => a + cpuMs(h.pid ?? process.pid), 0)
+    const cc0 = clientCpu()
     const t0 = performance.now()
     let sent = 0
+    const writeMs = []
     await Promise.all(
       sessions.map(async (s, w) => {
         for (let i = w; i < writes; i += 8) {
           const due = t0 + (i * 1000) / 200
           if (due > performance.now()) await sleep(due - performance.now())
+          const w0 = performance.now()
           const r = await x.call('com.atproto.repo.createRecord', {
             token: s.accessJwt,
             body: {
@@ -450,19 +511,22 @@ async function firehoseCurve() {
               },
             },
           })
-          answered.set(r.commit.rev, performance.now())
+          answered.set(r.commit.rev, performance.timeOrigin + performance.now())
+          writeMs.push(performance.now() - w0)
           sent++
         }
       }),
     )
     const elapsed = performance.now() - t0
-    for (let i = 0; i < 200 && frames < sent * subs; i++) await sleep(50)
+    for (let i = 0; i < 200 && (await delivered()) < sent * subs; i++) await sleep(50)
     clearInterval(rssTimer)
     const cpu = cpuMs(state.pid) - c0
+    const subscriberCpu = clientCpu() - cc0
+    let frames = 0
     const lags = []
-    for (const [rev, times] of received) {
-      const t = answered.get(rev)
-      if (t !== undefined) for (const r of times) lags.push(r - t)
+    for (const r of await Promise.all(hosts.map((h) => h.finish(answered)))) {
+      frames += r.frames
+      for (const l of r.lags) lags.push(l)
     }
     lags.sort((a, b) => a - b)
     emit({
@@ -475,10 +539,17 @@ async function firehoseCurve() {
       lagP50Ms: +percentile(lags, 50).toFixed(2),
       lagP99Ms: +percentile(lags, 99).toFixed(2),
       cpuMsPerCommit: +(cpu / sent).toFixed(2),
+      subscriberCpuMsPerCommit: +(subscriberCpu / sent).toFixed(2),
+      // the writers are 8 sequential chains: 200 commits/s needs answers within 40 ms
+      writeP50Ms: +percentile(
+        writeMs.sort((a, b) => a - b),
+        50,
+      ).toFixed(1),
+      // the machine's 1-minute load average when the point was taken (2 cores, shared)
+      load: +os.loadavg()[0].toFixed(1),
       rssMiB: +maxRss.toFixed(1),
       slowSubscriberClosed: slow.readyState !== WebSocket.OPEN,
     })
-    for (const ws of sockets) ws.terminate()
     slow.terminate()
     await x.close()
     await state.dispose()
@@ -488,6 +559,7 @@ async function firehoseCurve() {
 if (only.includes('repo')) await repoCurve()
 if (only.includes('accounts')) await accountsCurve()
 if (only.includes('firehose')) await firehoseCurve()
+if (only.includes('backfill')) await backfillCurve()
 const { writeReport } = await import('./lib/scale-report.js')
 writeReport(points, { quick, db: dbKind, jsonl })
 process.exit(0)

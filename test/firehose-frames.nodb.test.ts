@@ -6,6 +6,10 @@ import { expect, it } from 'vitest'
 import { commitBody } from '../src/repo/events.js'
 import { cidForDagCbor } from '../src/repo/node-cbor.js'
 import { spliceSeqAndTime, withSeqAndTime } from '../src/sequencer/splice.js'
+import { encodeEvent } from '../src/sequencer/firehose.js'
+import { WebSocket, WebSocketServer } from 'ws'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { describe } from './harness.js'
 
 const DID = 'did:plc:abcdefghijklmnopqrstuvwx'
@@ -51,5 +55,54 @@ describe('firehose frame bodies', () => {
     const has = dagCbor.encode({ did: DID, seq: 1 })
     expect(spliceSeqAndTime(has, 2, TIME)).toBeUndefined()
     expect(dagCbor.decode(withSeqAndTime(has, 2, TIME))).toEqual({ did: DID, seq: 2, time: TIME })
+  })
+})
+
+describe('firehose WebSocket frames', () => {
+  it('frames every event so a WebSocket client reads exactly the message, across the length encodings', async () => {
+    // a server that writes the frames straight to the upgraded connection, as the firehose does
+    const sent: Buffer[] = []
+    const wss = new WebSocketServer({ noServer: true })
+    const http = createServer()
+    http.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, () => sent.forEach((f) => socket.write(f))))
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+    try {
+      const row = (pad: number) => ({
+        seq: 7,
+        type: 'identity',
+        payload: dagCbor.encode({ did: DID, pad: 'x'.repeat(pad) }),
+        sequenced_at: TIME,
+      })
+      // the message length for pad 0; each pad byte adds one (past the few where the text head grows)
+      const base = encodeEvent(row(0)).bytes.length
+      const events = [0, 1, 125, 126, 127, 65535, 65536, 65537, 70000].map((want) => {
+        let pad = Math.max(0, want - base)
+        while (pad > 0 && encodeEvent(row(pad)).bytes.length > want) pad--
+        return { pad, ev: encodeEvent(row(pad)) }
+      })
+      sent.push(...events.map((e) => e.ev.frame))
+      const { port } = http.address() as AddressInfo
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/`)
+      const got = await new Promise<Buffer[]>((resolve, reject) => {
+        const out: Buffer[] = []
+        ws.on('message', (data: Buffer, binary: boolean) => {
+          if (!binary) reject(new Error('text frame'))
+          out.push(data)
+          if (out.length === events.length) resolve(out)
+        })
+        ws.on('error', reject)
+        setTimeout(() => reject(new Error(`${out.length} of ${events.length} frames`)), 5000)
+      })
+      ws.terminate()
+      const header = dagCbor.encode({ op: 1, t: '#identity' }).length
+      events.forEach(({ pad, ev }, i) => {
+        expect(Buffer.compare(got[i], Buffer.from(ev.bytes))).toBe(0)
+        expect(dagCbor.decode(got[i].subarray(header))).toEqual({ did: DID, pad: 'x'.repeat(pad), seq: 7, time: TIME })
+      })
+    } finally {
+      wss.close()
+      http.closeAllConnections()
+      await new Promise((resolve) => http.close(resolve))
+    }
   })
 })

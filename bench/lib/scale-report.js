@@ -47,6 +47,7 @@ export function writeReport(points, { quick, db, jsonl }) {
   const repo = points.filter((p) => p.curve === 'repo')
   const accts = points.filter((p) => p.curve === 'accounts')
   const hose = points.filter((p) => p.curve === 'firehose')
+  const backfill = points.filter((p) => p.curve === 'backfill')
   const panels = []
   const W = 420
   const H = 300
@@ -146,14 +147,24 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Firehose (writers at 200 commits/s, one subscriber that reads nothing)',
       '',
-      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | RSS MiB | the non-reader cut off |',
-      '|---|---|---|---|---|---|---|---|',
+      '| subscribers | commits/s | frames delivered / expected | lag p50 ms | lag p99 ms | server CPU ms/commit | subscriber processes CPU ms/commit | write answer p50 ms | load average | RSS MiB | the non-reader cut off |',
+      '|---|---|---|---|---|---|---|---|---|---|---|',
     )
     for (const p of hose) {
       md.push(
-        `| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`,
+        `| ${p.subscribers} | ${p.commitsPerSec} | ${p.framesDelivered} / ${p.framesExpected} | ${p.lagP50Ms} | ${p.lagP99Ms} | ${p.cpuMsPerCommit} | ${p.subscriberCpuMsPerCommit ?? '-'} | ${p.writeP50Ms ?? '-'} | ${p.load ?? '-'} | ${p.rssMiB} | ${p.slowSubscriberClosed} |`,
       )
     }
+    md.push('')
+  }
+  if (backfill.length) {
+    md.push(
+      '## Backfill (one consumer from cursor 0 over a log of real #commit frames)',
+      '',
+      '| events | events/s | MB/s | server CPU µs/event | server RSS growth MiB |',
+      '|---|---|---|---|---|',
+    )
+    for (const p of backfill) md.push(`| ${p.events} | ${p.perSec} | ${p.MBps} | ${p.cpuUsPerEvent} | ${p.rssGrowthMiB} |`)
     md.push('')
   }
   writeFileSync(path.join(BENCH, db === 'sqlite' ? 'SCALE.md' : `SCALE-${db}.md`), md.join('\n'))

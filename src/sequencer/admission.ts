@@ -11,6 +11,7 @@ export type Refusal = { status: 400 | 429; error: string; message: string }
 export class StreamAdmission {
   private open = new Map<string, number>()
   private sockets = new WeakMap<IncomingMessage, WebSocket>()
+  private connections = new WeakMap<IncomingMessage, Duplex>()
 
   constructor(private maxPerAddress: number) {}
 
@@ -23,6 +24,7 @@ export class StreamAdmission {
       return { status: 429, error: 'RateLimitExceeded', message: `At most ${this.maxPerAddress} firehose connections per client address` }
     }
     this.open.set(address, n + 1)
+    this.connections.set(req, socket)
     socket.once('close', () => {
       const left = (this.open.get(address) ?? 1) - 1
       if (left > 0) this.open.set(address, left)
@@ -38,6 +40,11 @@ export class StreamAdmission {
 
   socketOf(req: IncomingMessage): WebSocket | undefined {
     return this.sockets.get(req)
+  }
+
+  /** the TCP connection under that socket: frames written while it is corked leave in one write */
+  connectionOf(req: IncomingMessage): Duplex | undefined {
+    return this.connections.get(req)
   }
 }
 

@@ -3,9 +3,13 @@
 // it sits (the socket's unsent bytes) and a consumer that stops reading cannot stall anything:
 // - a replay takes one of a few backfill slots, reads the log a page at a time, lets other work
 //   run between pages, and gives its slot up while it waits for the consumer to read;
+// - frames are written to the connection under the WebSocket as the firehose built them, many in
+//   one write: a group of the replay, or all live events of one hand-out in the one buffer every
+//   consumer is given (a system call per frame and consumer was most of the cost of serving);
 // - live events go straight to the socket; a consumer whose unsent backlog passes the limit, or a
 //   replay that waits too long for the consumer to read, is sent ConsumerTooSlow and closed.
 import { ErrorFrame, MessageFrame } from '@atproto/xrpc-server'
+import type { Duplex } from 'node:stream'
 import type { WebSocket } from 'ws'
 import { encodeEvent, type EncodedEvent, type Firehose } from './firehose.js'
 import type { Release } from './slots.js'
@@ -16,14 +20,20 @@ const REPLAY_HIGH_WATER = 256 * 1024
 /** the close code xrpc-server ends a stream with after an error frame */
 const POLICY = 1008
 
-export async function* consume(hose: Firehose, cursor: number | undefined, signal: AbortSignal, ws: WebSocket | undefined) {
+export async function* consume(
+  hose: Firehose,
+  cursor: number | undefined,
+  signal: AbortSignal,
+  ws: WebSocket | undefined,
+  connection: Duplex | undefined,
+) {
   if (cursor !== undefined && !(Number.isSafeInteger(cursor) && cursor >= 0)) {
     yield new ErrorFrame({ error: 'InvalidRequest', message: 'cursor must be a non-negative integer' })
     return
   }
-  if (!ws) throw new Error('firehose stream without its socket')
+  if (!ws || !connection) throw new Error('firehose stream without its socket')
   const limits = hose.limits
-  const out = new Outbox(ws)
+  const out = new Outbox(ws, connection)
   // live events that arrive while the log is replayed; past the limit they are dropped and the
   // replay reads them from the log instead
   const queue: EncodedEvent[] = []
@@ -43,24 +53,31 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
     ended?.()
   }
   const unsubscribe = hose.subscribe(
-    (ev) => {
+    (evs, frames) => {
       if (!live) {
-        if (queue.length >= limits.maxBuffer) overflow = true
-        else queue.push(ev)
+        for (const ev of evs) {
+          if (queue.length >= limits.maxBuffer) overflow = true
+          else queue.push(ev)
+        }
         return
       }
       // the poller may hand out events this consumer already has (it can lag the log)
-      if (ev.seq <= last) return
-      if (out.pending >= limits.maxBuffer || ws.bufferedAmount + ev.bytes.length > limits.maxBacklogBytes) return dropSlow()
-      last = ev.seq
-      out.send(ev.bytes)
+      let fresh = evs
+      if (evs[0].seq <= last) {
+        fresh = evs.filter((ev) => ev.seq > last)
+        if (!fresh.length) return
+        frames = Buffer.concat(fresh.map((ev) => ev.frame))
+      }
+      if (out.pending + fresh.length > limits.maxBuffer || ws.bufferedAmount + frames.length > limits.maxBacklogBytes) return dropSlow()
+      last = fresh[fresh.length - 1].seq
+      out.write(frames, fresh.length)
     },
     () => out.pending + queue.length,
   )
   const onAbort = () => ended?.()
   signal.addEventListener('abort', onAbort)
   let slot: Release | undefined
-  const gone = () => signal.aborted || tooSlow
+  const gone = () => signal.aborted || tooSlow || ws.readyState !== ws.OPEN
   /** false when the consumer is gone, or was too slow to read what the replay sent it */
   const backPressure = async () => {
     if (ws.bufferedAmount <= REPLAY_HIGH_WATER) return true
@@ -99,11 +116,20 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
       while (fromLog) {
         if (!slot && !(slot = await hose.backfills.acquire(signal))) return
         const rows = await hose.rowsAfter(last, PAGE)
-        for (const row of rows) {
+        for (let i = 0; i < rows.length;) {
           if (gone()) return
-          out.send(encodeEvent(row).bytes)
-          last = row.seq
-          if (!(await backPressure())) return
+          // as many frames as the high-water mark allows leave in one write (at least one: a
+          // socket that reports unsent bytes but nothing pending is closing, and the page must end)
+          const group: Buffer[] = []
+          let bytes = ws.bufferedAmount
+          do {
+            const ev = encodeEvent(rows[i++])
+            group.push(ev.frame)
+            bytes += ev.frame.length
+            last = ev.seq
+          } while (i < rows.length && bytes <= REPLAY_HIGH_WATER)
+          out.writeMany(group)
+          if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
         }
         if (rows.length === PAGE) {
           // let requests and other consumers run between pages
@@ -118,11 +144,17 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
       // nothing awaited in between, so no event is lost or sent twice at the seam
       while (queue.length && !overflow) {
         if (gone()) return
-        const ev = queue.shift()!
-        if (ev.seq <= last) continue
-        out.send(ev.bytes)
-        last = ev.seq
-        if (!(await backPressure())) return
+        const group: Buffer[] = []
+        let bytes = ws.bufferedAmount
+        do {
+          const ev = queue.shift()!
+          if (ev.seq <= last) continue
+          group.push(ev.frame)
+          bytes += ev.frame.length
+          last = ev.seq
+        } while (queue.length && bytes <= REPLAY_HIGH_WATER)
+        out.writeMany(group)
+        if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
       }
       if (!overflow) break
       // some were dropped: they are in the log
@@ -141,20 +173,46 @@ export async function* consume(hose: Firehose, cursor: number | undefined, signa
   }
 }
 
-/** the consumer's socket, and how many frames it has been handed that it has not written out */
+/**
+ * the consumer's socket, and how many frames it has been handed that it has not written out.
+ * Whole frames go straight to the connection under the WebSocket, which writes there itself only
+ * for control frames (each whole, in one call): frames never interleave, and the socket's unsent
+ * bytes (`bufferedAmount`) count them as its own.
+ */
 class Outbox {
   pending = 0
   private idle: (() => void) | undefined
 
-  constructor(private ws: WebSocket) {}
+  constructor(
+    private ws: WebSocket,
+    private connection: Duplex,
+  ) {}
 
+  /** a message the WebSocket frames itself */
   send(bytes: Uint8Array) {
     this.pending++
-    this.ws.send(bytes, { binary: true }, this.written)
+    this.ws.send(bytes, { binary: true }, () => this.written(1))
   }
 
-  private written = () => {
-    if (--this.pending === 0) this.idle?.()
+  /** `count` whole frames, one after another in `frames` */
+  write(frames: Buffer, count: number) {
+    this.pending += count
+    this.connection.write(frames, () => this.written(count))
+  }
+
+  /** whole frames, in one write */
+  writeMany(frames: Buffer[]) {
+    if (!frames.length) return
+    this.pending += frames.length
+    this.connection.cork()
+    for (let i = 0; i < frames.length - 1; i++) this.connection.write(frames[i])
+    this.connection.write(frames[frames.length - 1], () => this.written(frames.length))
+    this.connection.uncork()
+  }
+
+  private written(count: number) {
+    this.pending -= count
+    if (this.pending === 0) this.idle?.()
   }
 
   /** true once everything sent so far is written out; false after `ms`, or on abort */

@@ -6,11 +6,21 @@ import * as dagCbor from '@ipld/dag-cbor'
 
 /** `body` (a DAG-CBOR map without seq and time) with `seq` and `time` added */
 export function withSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array {
-  return spliceSeqAndTime(body, seq, time) ?? dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })
+  return concat(seqAndTimeParts(body, seq, time))
+}
+
+/** the same bytes in parts, for a caller that puts them into a larger buffer */
+export function seqAndTimeParts(body: Uint8Array, seq: number, time: string): Uint8Array[] {
+  return spliceParts(body, seq, time) ?? [dagCbor.encode({ ...dagCbor.decode<Record<string, unknown>>(body), seq, time })]
 }
 
 /** the spliced bytes; undefined when `body` is not a map this can walk */
 export function spliceSeqAndTime(body: Uint8Array, seq: number, time: string): Uint8Array | undefined {
+  const parts = spliceParts(body, seq, time)
+  return parts && concat(parts)
+}
+
+function spliceParts(body: Uint8Array, seq: number, time: string): Uint8Array[] | undefined {
   const first = body[0]
   if (first >> 5 !== 5) return undefined
   const head = readHead(body, 0)
@@ -36,7 +46,7 @@ export function spliceSeqAndTime(body: Uint8Array, seq: number, time: string): U
   }
   if (at !== body.length) return undefined
   while (next < inserts.length) parts.push(inserts[next++].bytes)
-  return concat(parts)
+  return parts
 }
 
 // DAG-CBOR map key order: shorter first, then bytewise (keys here are ASCII)

@@ -9,5 +9,12 @@ export default (api: Server, { firehose }: Pick<Services, 'firehose'>) =>
   api.com.atproto.sync.subscribeRepos<AuthFor<'com.atproto.sync.subscribeRepos'>>(
     // events are written to the socket by the consumer; only error frames that end the stream
     // before it starts are yielded (xrpc-server sends them and closes)
-    ({ params, req, signal }) => consume(firehose, params.cursor, signal, firehose.admission.socketOf(req)) as AsyncIterable<HandlerOutput>,
+    ({ params, req, signal }) =>
+      consume(
+        firehose,
+        params.cursor,
+        signal,
+        firehose.admission.socketOf(req),
+        firehose.admission.connectionOf(req),
+      ) as AsyncIterable<HandlerOutput>,
   )
