@@ -38,6 +38,7 @@ const named = {
   ExpiredToken: 401,
   AuthenticationRequired: 401,
   AccountTakedown: 401,
+  AuthFactorTokenRequired: 401,
   // status gate and scope
   AccountDeactivated: 403,
   AccountDeleted: 403,

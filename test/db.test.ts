@@ -67,6 +67,7 @@ describe('store migrations', () => {
       '008-handle-reuse',
       '009-moderation',
       '012-devices',
+      '013-second-factors',
     ])
     await again.destroy()
   })

@@ -19,12 +19,19 @@ export async function confirmEmail(db: Db, did: string, token: string): Promise<
 
 /**
  * the account's own change: with `token`, the address the update-email token carries (or `email`
- * for a token issued without one); the new address is unconfirmed, and one in use leaves the
- * token in place
+ * for a token issued without one); the new address is unconfirmed and turns email sign-in codes
+ * off, and one in use leaves the token in place. The same address again keeps its confirmation:
+ * that is how `emailAuthFactor` is switched (on only for a confirmed address, which also means
+ * only with a token from requestEmailUpdate).
  */
-export async function changeEmail(db: Db, did: string, change: { token?: string; email: string }): Promise<void> {
+export async function changeEmail(
+  db: Db,
+  did: string,
+  change: { token?: string; email: string; emailAuthFactor?: boolean },
+): Promise<void> {
   try {
     await db.transaction().execute(async (trx) => {
+      const current = await trx.selectFrom('account').select(['email', 'email_confirmed_at']).where('did', '=', did).executeTakeFirstOrThrow()
       let newEmail: string | undefined
       if (change.token) {
         const hit = await consumeEmailToken(trx, did, 'update-email', change.token)
@@ -32,7 +39,14 @@ export async function changeEmail(db: Db, did: string, change: { token?: string;
         newEmail = hit.new_email ?? undefined
       }
       newEmail ??= checkEmail(change.email)
-      await trx.updateTable('account').set({ email: newEmail, email_confirmed_at: null }).where('did', '=', did).execute()
+      if (newEmail === current.email) {
+        if (change.emailAuthFactor === undefined) return
+        if (change.emailAuthFactor && !current.email_confirmed_at) throw needsConfirmed()
+        await trx.updateTable('account').set({ email_auth_factor: change.emailAuthFactor ? 1 : 0 }).where('did', '=', did).execute()
+        return
+      }
+      if (change.emailAuthFactor) throw needsConfirmed()
+      await trx.updateTable('account').set({ email: newEmail, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', did).execute()
     })
   } catch (err) {
     if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()
@@ -40,13 +54,16 @@ export async function changeEmail(db: Db, did: string, change: { token?: string;
   }
 }
 
+const needsConfirmed = () =>
+  xrpcError('InvalidRequest', 'Email sign-in codes need a confirmed email address: confirm the address first, then turn them on')
+
 /** the operator's change: the address counts as unconfirmed, and tokens sent to the old one are dropped */
 export async function setEmail(db: Db, did: string, email: string): Promise<void> {
   const taken = await db.selectFrom('account').select('did').where('email', '=', email).executeTakeFirst()
   if (taken && taken.did !== did) throw notAvailable()
   try {
     await db.transaction().execute(async (trx) => {
-      await trx.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', did).execute()
+      await trx.updateTable('account').set({ email, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', did).execute()
       await trx.deleteFrom('email_token').where('did', '=', did).execute()
     })
   } catch (err) {

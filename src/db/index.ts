@@ -29,6 +29,7 @@ import * as m007 from './migrations/007-credential-generation.js'
 import * as m008 from './migrations/008-handle-reuse.js'
 import * as m009 from './migrations/009-moderation.js'
 import * as m012 from './migrations/012-devices.js'
+import * as m013 from './migrations/013-second-factors.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
@@ -80,6 +81,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '008-handle-reuse': m008,
   '009-moderation': m009,
   '012-devices': m012,
+  '013-second-factors': m013,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

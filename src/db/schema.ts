@@ -26,6 +26,55 @@ export interface AccountTable {
   credential_gen: Generated<number>
   /** JSON list of app passwords revoked within an access token's lifetime (migration 007) */
   revoked_app_passwords: Generated<string | null>
+  /** 1: a password sign-in also needs a code mailed to the confirmed address (migration 013) */
+  email_auth_factor: Generated<number>
+}
+
+export interface SignInCodeTable {
+  did: string
+  code_hash: string
+  expires_at: string
+  failures: Generated<number>
+  sends: number
+  window_started_at: string
+}
+
+export interface TotpTable {
+  did: string
+  /** the secret sealed with a key derived from the server's JWT secret */
+  secret_sealed: string
+  confirmed_at: string | null
+  last_step: number | null
+  created_at: string
+}
+
+export interface RecoveryCodeTable {
+  did: string
+  code_hash: string
+  used_at: string | null
+  created_at: string
+}
+
+export interface PasskeyTable {
+  /** base64url, as WebAuthn's JSON forms carry it */
+  credential_id: string
+  did: string
+  /** base64url of the COSE public key */
+  public_key: string
+  counter: number
+  /** JSON list of transport hints */
+  transports: string
+  name: string
+  backed_up: Generated<number>
+  created_at: string
+  last_used_at: string | null
+}
+
+export interface WebauthnChallengeTable {
+  challenge: string
+  purpose: 'register' | 'authenticate'
+  did: string | null
+  expires_at: string
 }
 
 export interface RefreshTokenTable {
@@ -228,6 +277,11 @@ export interface Schema {
   record_blob: RecordBlobTable
   blob: BlobTable
   reserved_signing_key: ReservedSigningKeyTable
+  sign_in_code: SignInCodeTable
+  totp: TotpTable
+  recovery_code: RecoveryCodeTable
+  passkey: PasskeyTable
+  webauthn_challenge: WebauthnChallengeTable
 }
 
 /** the database or a transaction on it: what every query helper runs on */

@@ -49,3 +49,13 @@ export function plcOperationMail(token: string, handle: string): Message {
       footer('15 minutes'),
   }
 }
+
+export function signInCodeMail(code: string, handle: string): Message {
+  return {
+    subject: 'Your sign-in code',
+    text:
+      `Hello @${handle},\n\nSomeone signed in to your account with its password. To finish signing in, enter this code:\n\n${code}` +
+      footer('15 minutes') +
+      'If it was not you, change your password: whoever tried knows it.\n',
+  }
+}

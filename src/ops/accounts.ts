@@ -152,7 +152,7 @@ export const accountCommands: Record<string, Command> = {
       const email = checkEmail(input)
       try {
         await ctx.db.transaction().execute(async (trx) => {
-          await trx.updateTable('account').set({ email, email_confirmed_at: null }).where('did', '=', a.did).execute()
+          await trx.updateTable('account').set({ email, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', a.did).execute()
           // pending tokens went to the old address
           await trx.deleteFrom('email_token').where('did', '=', a.did).execute()
         })

@@ -2,23 +2,34 @@
 // an app password (account/login.ts). Unknown identifier and wrong password are the same 401 at the
 // same cost, so a login reveals nothing; the login budgets are spent by the registry row's rate
 // limit before this runs.
+//
+// Second factors (account/factors) apply to the main password only, as in the reference server:
+// without `authFactorToken` the answer is 401 AuthFactorTokenRequired (mailing a sign-in code when
+// email codes are on); with one, a wrong or used code is 400 InvalidToken, a late email code 400
+// ExpiredToken. Each code checked also spends the login budgets by DID and address.
+import type { Request } from 'express'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { login } from '../../../../account/login.js'
-import { sessionView, storeRefreshRecord } from '../../../../account/store.js'
+import { sessionView, storeRefreshRecord, type AccountRow } from '../../../../account/store.js'
 import { mintPair } from '../../../../auth/session-tokens.js'
+import { checkSecondFactor, factorsOf, needsSecondFactor, sendEmailCode } from '../../../../account/factors/index.js'
 
-export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'config' | 'tokenKeys'>) =>
-  api.com.atproto.server.createSession<AuthFor<'com.atproto.server.createSession'>>(async ({ input }) => {
-    const { identifier, password } = input.body
+type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'mailer' | 'passwords'>
+
+export default (api: Server, services: Deps) =>
+  api.com.atproto.server.createSession<AuthFor<'com.atproto.server.createSession'>>(async ({ input, req }) => {
+    const { db, config, tokenKeys } = services
+    const { identifier, password, authFactorToken } = input.body
     const result = await login(db, { identifier, password, appPasswords: true })
     if (!result.ok) {
       if (result.why === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
       throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
     }
     const { account, appPassword } = result
+    if (!appPassword) await secondFactor(services, account, authFactorToken, req)
 
     const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen)
     await storeRefreshRecord(db, {
@@ -36,3 +47,28 @@ export default (api: Server, { db, config, tokenKeys }: Pick<Services, 'db' | 'c
       },
     }
   })
+
+/** returns when the account needs no second factor or `token` is a valid one; throws otherwise */
+async function secondFactor(services: Deps, account: AccountRow, token: string | undefined, req: Request) {
+  const { db } = services
+  const factors = await factorsOf(db, account.did)
+  if (!needsSecondFactor(factors)) return
+  if (token?.trim()) {
+    const r = await checkSecondFactor(services, account.did, { code: token }, { budget: { guard: services.passwords, req } })
+    if (r.ok) return
+    if (r.why === 'rateLimited') throw xrpcError('RateLimitExceeded', `Too many sign-in attempts; try again in ${r.retryAfterS} seconds`)
+    if (r.why === 'expired') throw xrpcError('ExpiredToken', 'Token is expired', 400)
+    throw xrpcError('InvalidToken', 'Token is invalid', 400)
+  }
+  const app = factors.totp ? 'the code from your authenticator app' : undefined
+  if (factors.emailCode && account.email) {
+    const sent = await sendEmailCode(services, { did: account.did, handle: account.handle, email: account.email })
+    // clients recognise this exact sentence (the reference server's) and show a code field
+    if (sent.sent) throw required(`A sign in code has been sent to your email address${app ? `; ${app} works too` : ''}`)
+    if (!app) throw xrpcError('RateLimitExceeded', `Too many sign-in codes were sent; use the latest one or try again in ${Math.ceil(sent.retryAfterS / 60)} minutes`)
+  }
+  if (app) throw required(`Enter ${app} (or a recovery code) as the sign-in code`)
+  throw required('This account signs in with a passkey: sign in through the browser, use an app password, or enter a recovery code')
+}
+
+const required = (message: string) => xrpcError('AuthFactorTokenRequired', message)

@@ -2,7 +2,9 @@
 // it carries is applied (the flow of requestEmailUpdate's `email` input; an `email` field is
 // tolerated and the token trusted), or for a token issued without one, the given address. Without a
 // token: only while the current address is unconfirmed (the official flow). The new address is
-// unconfirmed; one in use is EmailNotAvailable and leaves the token in place.
+// unconfirmed (and email sign-in codes go off with the old one); one in use is EmailNotAvailable
+// and leaves the token in place. `emailAuthFactor` with the current address switches sign-in codes
+// (the official flow: requestEmailUpdate's token, then the same address with the flag).
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
@@ -12,7 +14,7 @@ import { changeEmail } from '../../../../account/email.js'
 export default (api: Server, { db }: Pick<Services, 'db'>) =>
   api.com.atproto.server.updateEmail<AuthFor<'com.atproto.server.updateEmail'>>(async ({ auth, input }) => {
     const { did, email_confirmed_at } = auth.credentials.account
-    const { token, email } = input.body
+    const { token, email, emailAuthFactor } = input.body
     if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')
-    await changeEmail(db, did, { token, email })
+    await changeEmail(db, did, { token, email, emailAuthFactor })
   })
