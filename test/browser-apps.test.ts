@@ -14,7 +14,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
-const CHROMIUM = '/usr/bin/chromium'
+// PDS_TEST_CHROMIUM: another Chromium binary, where it is not installed system-wide
+const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const d = existsSync(CHROMIUM) ? describe : describe.skip
 const SCOPE = 'atproto transition:generic'
 const PASSWORD = 'browser app password'
@@ -335,7 +336,8 @@ d('web apps on another origin in headless Chromium', () => {
       expect(where).toBe('sign-in page')
       expect(await page.inputValue('#handle')).toBe('spa.test')
       await page.fill('#password', PASSWORD)
-      await Promise.all([page.waitForURL((u) => u.href.startsWith(app.origin), { timeout: 15_000 }), page.click('button[value=allow]')])
+      await Promise.all([page.waitForSelector('#accept', { timeout: 15_000 }), page.click('button[value=allow]')])
+      await Promise.all([page.waitForURL((u) => u.href.startsWith(app.origin), { timeout: 15_000 }), page.click('#accept')])
       const result = await waitFor<any>(page, 'window.result', 30_000)
       expect(result.state, result.message).toBe('signed-in')
       expect(result.did).toBe(did)
