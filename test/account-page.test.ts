@@ -44,7 +44,10 @@ async function account(opts: { confirmed?: boolean } = {}): Promise<Acct> {
   expect(res.status, res.text).toBe(200)
   const { did, accessJwt } = res.body as { did: string; accessJwt: string }
   if (opts.confirmed !== false) {
-    await xrpc(pds.url, 'com.atproto.server.requestEmailConfirmation', { method: 'POST', headers: { authorization: `Bearer ${accessJwt}` } })
+    await xrpc(pds.url, 'com.atproto.server.requestEmailConfirmation', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${accessJwt}` },
+    })
     const confirmed = await xrpc(pds.url, 'com.atproto.server.confirmEmail', {
       headers: { authorization: `Bearer ${accessJwt}` },
       body: { email: a.email, token: sink.tokenFor(a.email) },
@@ -95,7 +98,12 @@ async function connectApp(a: Acct) {
   expect(pushed.status, pushed.text).toBe(201)
   const requestUri = pushed.json.request_uri as string
   const opened = await openPage(pds.url, requestUri)
-  const signedIn = await submitPage(pds.url, requestUri, { handle: a.handle, password: a.password, step: 'login', action: 'allow', csrf_token: opened.csrf }, opened.cookie)
+  const signedIn = await submitPage(
+    pds.url,
+    requestUri,
+    { handle: a.handle, password: a.password, step: 'login', action: 'allow', csrf_token: opened.csrf },
+    opened.cookie,
+  )
   const did = /name="did" value="([^"]+)"/.exec(signedIn.text)?.[1]
   expect(did, signedIn.text).toBe(a.did)
   const allowed = await submitPage(pds.url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: opened.csrf }, opened.cookie)
@@ -118,8 +126,8 @@ function httpClient() {
   const remember = (res: Response) => {
     for (const c of res.headers.getSetCookie()) {
       const [pair] = c.split(';')
-      const i = pair!.indexOf('=')
-      jar.set(pair!.slice(0, i), pair!.slice(i + 1))
+      const i = pair.indexOf('=')
+      jar.set(pair.slice(0, i), pair.slice(i + 1))
     }
   }
   const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
@@ -127,7 +135,12 @@ function httpClient() {
     async get(path: string) {
       const res = await fetch(`${pds.url}${path}`, { headers: { cookie: cookie() }, redirect: 'manual' })
       remember(res)
-      return { status: res.status, text: await res.text(), location: res.headers.get('location'), csp: res.headers.get('content-security-policy') }
+      return {
+        status: res.status,
+        text: await res.text(),
+        location: res.headers.get('location'),
+        csp: res.headers.get('content-security-policy'),
+      }
     },
     async post(path: string, fields: Record<string, string>) {
       const res = await fetch(`${pds.url}${path}`, {
@@ -141,7 +154,7 @@ function httpClient() {
     },
   }
 }
-const csrfOf = (html: string) => /name="csrf_token" value="([^"]+)"/.exec(html)![1]!
+const csrfOf = (html: string) => /name="csrf_token" value="([^"]+)"/.exec(html)![1]
 
 d('the account page in headless Chromium', () => {
   beforeAll(async () => {
@@ -197,8 +210,9 @@ d('the account page in headless Chromium', () => {
       const item = page.locator('#app-list li[data-client-id]')
       expect(await item.count()).toBe(1)
       expect(await text(page, '#app-list .app-name')).toBe('Example Social')
-      const perms = (await page.locator('#app-list details li').allTextContents()).join(' | ')
-      expect(perms.length).toBeGreaterThan(10)
+      const perms = await page.locator('#app-list .app-permissions li').allTextContents()
+      expect(perms.length).toBeGreaterThan(1)
+      expect(perms.join(' | ')).toMatch(/post/i)
       // an app password too, so the screenshot shows a lived-in page
       await page.fill('#ap-name', 'old-phone')
       await submit(page, '#app-passwords button:has-text("Create app password")')
@@ -379,7 +393,7 @@ d('the account page in headless Chromium', () => {
       await page.fill('#code', 'WRONG-CODE')
       await submit(page, 'button:has-text("Continue")')
       expect(await text(page, '#error')).toContain('did not work')
-      await page.fill('#code', codes[0]!)
+      await page.fill('#code', codes[0])
       await submit(page, 'button:has-text("Continue")')
       expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
       expect(await text(page, '#security')).toContain('9 left')
@@ -463,6 +477,22 @@ d('the account page in headless Chromium', () => {
     }
   })
 
+  it('works without JavaScript, saying that only passkeys need it', async () => {
+    const a = await account()
+    const ctx = await browser.newContext({ javaScriptEnabled: false })
+    const page = await ctx.newPage()
+    try {
+      await signIn(page, a)
+      expect(await page.isVisible('button[data-passkey=register]')).toBe(false)
+      expect(await text(page, '#passkey-form [data-needs-script]')).toContain('needs JavaScript')
+      await page.fill('#ap-name', 'no-script')
+      await submit(page, '#app-passwords button:has-text("Create app password")')
+      expect(await text(page, '#app-password-value')).toMatch(/^[a-z2-9-]{19}$/)
+    } finally {
+      await ctx.close()
+    }
+  })
+
   it('refuses a form without the device CSRF token, and asks for the password again after the re-auth window', async () => {
     const a = await account()
     const http = httpClient()
@@ -475,9 +505,11 @@ d('the account page in headless Chromium', () => {
     expect(page.text).toContain('sensitive changes need no password until')
 
     const list = () => xrpc(pds.url, 'com.atproto.server.listAppPasswords', { headers: { authorization: `Bearer ${tokens}` } })
-    const tokens = ((await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: a.handle, password: a.password } })).body as {
-      accessJwt: string
-    }).accessJwt
+    const tokens = (
+      (await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: a.handle, password: a.password } })).body as {
+        accessJwt: string
+      }
+    ).accessJwt
     for (const token of [undefined, 'forged', csrfOf(login.text).slice(1)]) {
       const refused = await http.post('/account/app-passwords/create', { ...(token ? { csrf_token: token } : {}), name: 'forged-one' })
       expect(refused.status).toBe(403)

@@ -36,7 +36,7 @@ export function layout(p: { title: string; server: ServerInfo; body: SafeHtml; s
       <body>
         <a class="skip" href="#main">Skip to content</a>
         <header class="site">${p.server.name}</header>
-        <main id="main"${p.wide ? html` class="wide"` : ''}>${p.body}</main>
+        <main id="main" ${p.wide ? html` class="wide"` : ''}>${p.body}</main>
         <footer class="site">
           ${
             links.length

@@ -228,6 +228,7 @@ export function accountPages(deps: Deps): Router {
       clientId: app.clientId,
       name: loopback ? 'An app on this computer' : (name ?? host),
       host: loopback ? 'loopback' : host,
+      scope: app.scope,
       words: consentWords(app.scope),
       lastActiveAt: app.lastActiveAt,
     }
@@ -299,7 +300,11 @@ export function accountPages(deps: Deps): Router {
       setSealed(res, PENDING, { did: result.account.did, remember } satisfies Pending, PENDING_S, sealedOpts(device))
       let notice: string | undefined
       if (factors.emailCode && result.account.email) {
-        const sent = await sendEmailCode(factorDeps, { did: result.account.did, handle: result.account.handle, email: result.account.email })
+        const sent = await sendEmailCode(factorDeps, {
+          did: result.account.did,
+          handle: result.account.handle,
+          email: result.account.email,
+        })
         if (sent.sent) notice = 'We emailed you a sign-in code.'
       }
       flashTo(res, device, { notice })
@@ -443,7 +448,7 @@ export function accountPages(deps: Deps): Router {
       handle = (f.domain ?? '').trim().toLowerCase().replace(/^@/, '')
     } else {
       const name = (f.name ?? '').trim().toLowerCase().replace(/^@/, '')
-      const domain = config.handleDomains.includes(f.domain ?? '') ? f.domain! : config.handleDomains[0]!
+      const domain = config.handleDomains.includes(f.domain ?? '') ? f.domain! : config.handleDomains[0]
       handle = `${name}${domain.startsWith('.') ? '' : '.'}${domain}`
     }
     try {
@@ -460,7 +465,7 @@ export function accountPages(deps: Deps): Router {
 
   // ---- password: the current one is itself the confirmation
 
-  action('password', 'signed-in', 'password', async ({ req, res, device, account, session, body: f }) => {
+  action('password', 'signed-in', 'password', async ({ req, device, account, session, body: f }) => {
     const wrong = await passwordMatches(req, account, f.current)
     if (wrong) return wrong
     const next = f.password ?? ''
@@ -469,7 +474,6 @@ export function accountPages(deps: Deps): Router {
     await setPasswordHash(db, account.did, await hashPassword(next))
     // every session ended, this device's too: it stays signed in, having just shown the password
     await rememberAccount(db, device.id, account.did, { remember: session.remember })
-    void res
     return { notice: 'Your password was changed. Every other session was signed out.' }
   })
 

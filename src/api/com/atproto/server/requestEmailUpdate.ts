@@ -12,6 +12,7 @@ export default (api: Server, deps: Pick<Services, 'db' | 'mailer'>) =>
   api.com.atproto.server.requestEmailUpdate<AuthFor<'com.atproto.server.requestEmailUpdate'>>(async ({ auth, input }) => {
     const { account } = auth.credentials
     const wanted = input.body?.email
-    const tokenRequired = wanted !== undefined ? (await requestEmailChange(deps, account, wanted), true) : await sendEmailUpdateToken(deps, account)
+    const tokenRequired =
+      wanted !== undefined ? (await requestEmailChange(deps, account, wanted), true) : await sendEmailUpdateToken(deps, account)
     return { encoding: 'application/json', body: { tokenRequired } }
   })
