@@ -212,7 +212,7 @@ d('the account page in headless Chromium', () => {
       expect(await text(page, '#app-list .app-name')).toBe('Example Social')
       const perms = await page.locator('#app-list .app-permissions li').allTextContents()
       expect(perms.length).toBeGreaterThan(1)
-      expect(perms.join(' | ')).toMatch(/post/i)
+      expect(perms.join(' | ')).toMatch(/Know who you are.*records/)
       // an app password too, so the screenshot shows a lived-in page
       await page.fill('#ap-name', 'old-phone')
       await submit(page, '#app-passwords button:has-text("Create app password")')

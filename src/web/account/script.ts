@@ -99,6 +99,7 @@ export const PASSKEY_SCRIPT = `'use strict';
     });
   });
   var first = document.querySelector('#error, #notice');
-  if (first && !window.location.hash) first.focus();
+  // the message of the form just sent, in the section the page scrolled to
+  if (first) first.focus();
 })();
 `
