@@ -457,6 +457,9 @@ d('the account page in headless Chromium', () => {
       await submit(page, '#status button:has-text("Deactivate")')
       expect(await text(page, '#account-status')).toBe('deactivated')
       expect((await agent.com.atproto.server.checkAccountStatus()).data.activated).toBe(false)
+      // like the XRPC methods, a deactivated account changes nothing else until it comes back
+      expect(await text(page, '#deactivated')).toContain('Reactivate it')
+      expect(await page.locator('#password, #handle, #email, #security, #ap-name').count()).toBe(0)
       await submit(page, '#status button:has-text("Reactivate")')
       expect(await text(page, '#status #notice')).toContain('active again')
       expect((await agent.com.atproto.server.checkAccountStatus()).data.activated).toBe(true)

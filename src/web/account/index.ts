@@ -95,6 +95,8 @@ type Current = { device: Device; account: AccountRow; session: DeviceAccount }
 type Ctx = Current & { req: Request; res: Response; body: Fields }
 type Gate = 'signed-in' | 'sensitive'
 
+// what a deactivated account may still do here: come back, and take access away
+const WHILE_DEACTIVATED = new Set(['activate', 'apps/revoke', 'app-passwords/revoke'])
 // which section of the page each action answers in
 const SECTIONS = ['apps', 'app-passwords', 'email', 'handle', 'password', 'security', 'status'] as const
 
@@ -257,6 +259,10 @@ export function accountPages(deps: Deps): Router {
     post(path, async (req, res, device, fields) => {
       const cur = await current(req, device)
       if (!cur) return done(res, device, { error: 'Sign in to continue.' })
+      // as with the XRPC methods: a deactivated account changes nothing until reactivated
+      if (cur.account.status !== 'active' && !WHILE_DEACTIVATED.has(path)) {
+        return done(res, device, { error: 'Your account is deactivated. Reactivate it to change this.' }, 'status')
+      }
       if (gate === 'sensitive' && !(await current(req, device, REAUTH_S))) {
         flashTo(res, device, { notice: 'Confirm your password to make this change.' })
         return res.redirect(303, `${PATH}?view=confirm&then=${at}`)
@@ -418,7 +424,15 @@ export function accountPages(deps: Deps): Router {
 
   // ---- email
 
-  action('email/send-confirmation', 'signed-in', 'email', async ({ account }) => {
+  /** an email the account asks for spends the budget the XRPC methods that send one share */
+  const emailBudget = async (req: Request, did: string): Promise<Flash | undefined> => {
+    const wait = await deps.passwords.spend(req, 'email', did)
+    return wait === undefined ? undefined : { error: tooMany(wait, 'emails') }
+  }
+
+  action('email/send-confirmation', 'signed-in', 'email', async ({ req, account }) => {
+    const spent = await emailBudget(req, account.did)
+    if (spent) return spent
     const sent = await sendEmailConfirmation(deps, account)
     return { notice: sent ? `We sent a confirmation code to ${account.email}.` : 'The address is already confirmed.' }
   })
@@ -428,7 +442,9 @@ export function accountPages(deps: Deps): Router {
     return { notice: 'Your email address is confirmed.' }
   })
 
-  action('email/change-request', 'sensitive', 'email', async ({ account, body: f }) => {
+  action('email/change-request', 'sensitive', 'email', async ({ req, account, body: f }) => {
+    const spent = await emailBudget(req, account.did)
+    if (spent) return spent
     const to = await requestEmailChange(deps, account, f.email ?? '')
     return { notice: `We sent a code to ${to}. Enter it below to change the address.` }
   })
@@ -552,7 +568,9 @@ export function accountPages(deps: Deps): Router {
     return { notice: 'Your account is active again.' }
   })
 
-  action('delete/request', 'sensitive', 'status', async ({ account }) => {
+  action('delete/request', 'sensitive', 'status', async ({ req, account }) => {
+    const spent = await emailBudget(req, account.did)
+    if (spent) return spent
     await sendDeleteToken(deps, account)
     return { notice: `We sent a deletion code to ${account.email}. It is valid for one hour.` }
   })

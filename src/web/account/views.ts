@@ -266,7 +266,7 @@ function appsSection(c: Common, a: AccountView): SafeHtml {
   </section>`
 }
 
-function appPasswordsSection(c: Common, a: AccountView): SafeHtml {
+function appPasswordsSection(c: Common, a: AccountView, canCreate: boolean): SafeHtml {
   const fresh = c.flash.appPassword
   const items = a.appPasswords.map(
     (p) =>
@@ -311,16 +311,19 @@ function appPasswordsSection(c: Common, a: AccountView): SafeHtml {
           </ul>`
         : html`<p id="app-password-list">No app passwords yet.</p>`
     }
-    ${form(
-      c,
-      'app-passwords/create',
-      html`<label for="ap-name">Name <span class="hint">4 to 32 letters, digits, dots, dashes or underscores.</span></label>
-        <input type="text" id="ap-name" name="name" pattern="[a-zA-Z0-9._\\-]{4,32}" required autocapitalize="none" spellcheck="false" />
-        <label class="check"
-          ><input type="checkbox" name="privileged" value="on" /> Privileged: may also read and send direct messages</label
-        >
-        <div class="buttons"><button type="submit">Create app password</button></div>`,
-    )}
+    ${
+      canCreate &&
+      form(
+        c,
+        'app-passwords/create',
+        html`<label for="ap-name">Name <span class="hint">4 to 32 letters, digits, dots, dashes or underscores.</span></label>
+          <input type="text" id="ap-name" name="name" pattern="[a-zA-Z0-9._\\-]{4,32}" required autocapitalize="none" spellcheck="false" />
+          <label class="check"
+            ><input type="checkbox" name="privileged" value="on" /> Privileged: may also read and send direct messages</label
+          >
+          <div class="buttons"><button type="submit">Create app password</button></div>`,
+      )
+    }
   </section>`
 }
 
@@ -610,28 +613,33 @@ function statusSection(c: Common, a: AccountView): SafeHtml {
         : html`<p class="muted">Deactivating hides your account from the network until you reactivate it.</p>
             ${form(c, 'deactivate', html`<button type="submit" class="danger">Deactivate</button>`)}`
     }
-    <h3>Delete your account</h3>
-    <p class="muted">Deleting is permanent. We email a code to ${a.email ?? 'your address'} to confirm it.</p>
-    ${form(c, 'delete/request', html`<button type="submit" class="danger">${a.pending.deletion ? 'Send a new code' : 'Email me a deletion code'}</button>`)}
     ${
-      a.pending.deletion &&
-      form(
-        c,
-        'delete',
-        html`<label for="delete-token">Code from the email</label>
-          <input
-            type="text"
-            id="delete-token"
-            name="token"
-            autocomplete="one-time-code"
-            autocapitalize="characters"
-            spellcheck="false"
-            required
-          />
-          <label for="delete-password">Password</label>
-          <input type="password" id="delete-password" name="password" autocomplete="current-password" required />
-          <div class="buttons"><button type="submit" class="danger primary">Delete my account</button></div>`,
-      )
+      !deactivated &&
+      html`
+        <h3>Delete your account</h3>
+        <p class="muted">Deleting is permanent. We email a code to ${a.email ?? 'your address'} to confirm it.</p>
+        ${form(c, 'delete/request', html`<button type="submit" class="danger">${a.pending.deletion ? 'Send a new code' : 'Email me a deletion code'}</button>`)}
+        ${
+          a.pending.deletion &&
+          form(
+            c,
+            'delete',
+            html`<label for="delete-token">Code from the email</label>
+              <input
+                type="text"
+                id="delete-token"
+                name="token"
+                autocomplete="one-time-code"
+                autocapitalize="characters"
+                spellcheck="false"
+                required
+              />
+              <label for="delete-password">Password</label>
+              <input type="password" id="delete-password" name="password" autocomplete="current-password" required />
+              <div class="buttons"><button type="submit" class="danger primary">Delete my account</button></div>`,
+          )
+        }
+      `
     }
   </section>`
 }
@@ -665,7 +673,12 @@ export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml
             : 'Sensitive changes (password, email, handle, second factors, app passwords, deactivating, deleting) ask for your password first.'
         }
       </p>
-      ${appsSection(c, a)}${appPasswordsSection(c, a)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${statusSection(c, a)}`,
+      ${
+        a.status === 'deactivated'
+          ? html`<p class="notice" id="deactivated">Your account is deactivated. Reactivate it to change its settings.</p>
+              ${statusSection(c, a)}${appsSection(c, a)}${appPasswordsSection(c, a, false)}`
+          : html`${appsSection(c, a)}${appPasswordsSection(c, a, true)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${statusSection(c, a)}`
+      }`,
   })
 }
 
