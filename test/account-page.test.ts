@@ -121,7 +121,7 @@ async function connectApp(a: Acct) {
 }
 
 /** a cookie jar for the HTTP-level tests */
-function httpClient() {
+function httpClient(url = pds.url) {
   const jar = new Map<string, string>()
   const remember = (res: Response) => {
     for (const c of res.headers.getSetCookie()) {
@@ -133,7 +133,7 @@ function httpClient() {
   const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
   return {
     async get(path: string) {
-      const res = await fetch(`${pds.url}${path}`, { headers: { cookie: cookie() }, redirect: 'manual' })
+      const res = await fetch(`${url}${path}`, { headers: { cookie: cookie() }, redirect: 'manual' })
       remember(res)
       return {
         status: res.status,
@@ -143,7 +143,7 @@ function httpClient() {
       }
     },
     async post(path: string, fields: Record<string, string>) {
-      const res = await fetch(`${pds.url}${path}`, {
+      const res = await fetch(`${url}${path}`, {
         method: 'POST',
         headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams(fields).toString(),
@@ -546,5 +546,33 @@ d('the account page in headless Chromium', () => {
     // the page allows only its own script
     expect(shown.csp).toContain("script-src 'self'")
     expect(shown.csp).not.toContain('unsafe-inline')
+  })
+
+  it('sends the mails a person asks for on the budget the XRPC methods that send them share', async () => {
+    const limited = await startTestPds(
+      { ...sinkEnv(sink), PDS_RATE_LIMITS_ENABLED: 'true' },
+      { rateLimits: { limits: { email: [{ durationMs: 60_000, points: 3 }] } } },
+    )
+    try {
+      const a = { handle: 'limited.test', email: 'limited@example.com', password: PASSWORD }
+      const made = await xrpc(limited.url, 'com.atproto.server.createAccount', { body: a })
+      expect(made.status, made.text).toBe(200)
+      const http = httpClient(limited.url)
+      const csrf = csrfOf((await http.get('/account?view=login')).text)
+      expect((await http.post('/account/sign-in', { csrf_token: csrf, handle: a.handle, password: a.password })).status).toBe(303)
+      const send = async () => {
+        await http.post('/account/email/send-confirmation', { csrf_token: csrf })
+        return (await http.get('/account')).text
+      }
+      for (let i = 0; i < 3; i++) expect(await send()).toContain('We sent a confirmation code')
+      expect(await send()).toContain('Too many emails')
+      const res = await xrpc(limited.url, 'com.atproto.server.requestEmailConfirmation', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${(made.body as { accessJwt: string }).accessJwt}` },
+      })
+      expect(res.status).toBe(429)
+    } finally {
+      await limited.stop()
+    }
   })
 })

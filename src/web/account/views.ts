@@ -319,7 +319,8 @@ function appPasswordsSection(c: Common, a: AccountView, canCreate: boolean): Saf
         html`<label for="ap-name">Name <span class="hint">4 to 32 letters, digits, dots, dashes or underscores.</span></label>
           <input type="text" id="ap-name" name="name" pattern="[a-zA-Z0-9._\\-]{4,32}" required autocapitalize="none" spellcheck="false" />
           <label class="check"
-            ><input type="checkbox" name="privileged" value="on" /> Privileged: may also read and send direct messages</label
+            ><input type="checkbox" name="privileged" value="on" /> Privileged: may also manage the account's email, handle, app passwords
+            and status</label
           >
           <div class="buttons"><button type="submit">Create app password</button></div>`,
       )
