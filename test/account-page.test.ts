@@ -480,6 +480,70 @@ d('the account page in headless Chromium', () => {
     }
   })
 
+  it('shares the sign-in with the OAuth pages on this browser, both ways', async () => {
+    const a = await account()
+    const b = await account()
+    const authorizeUrl = async () => {
+      const key = await dpopKey()
+      const pushed = await par({ url: pds.url, publicUrl: base }, key, {
+        client_id: `${appBase}/client.json`,
+        redirect_uri: `${appBase}/callback`,
+      })
+      expect(pushed.status, pushed.text).toBe(201)
+      return `${base}/oauth/authorize?request_uri=${encodeURIComponent(pushed.json.request_uri)}`
+    }
+    const ctx = await newContext()
+    const page = await ctx.newPage()
+    try {
+      // signed in to an app, remembered: the account page offers the account without a password
+      await page.goto(await authorizeUrl())
+      await page.fill('#handle', a.handle)
+      await page.fill('#password', a.password)
+      await Promise.all([page.waitForSelector('#accept', { timeout: 10_000 }), page.click('button[value=allow]')])
+      await page.goto(`${base}/account`)
+      expect(await text(page, '#accounts')).toContain(`@${a.handle}`)
+      await submit(page, `#accounts button.account:has-text("@${a.handle}")`)
+      expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
+
+      // signed in on the account page: the next app's sign-in offers that account too
+      await signIn(page, b)
+      await page.goto(await authorizeUrl())
+      expect(await text(page, '#accounts')).toContain(`@${b.handle}`)
+      await Promise.all([
+        page.waitForSelector('#accept', { timeout: 10_000 }),
+        page.click(`#accounts button.account:has-text("@${b.handle}")`),
+      ])
+      expect(await text(page, '#account-handle')).toBe(`@${b.handle}`)
+    } finally {
+      await ctx.close()
+    }
+  })
+
+  it('resets a forgotten password through the mailed code', async () => {
+    const a = await account()
+    const ctx = await newContext()
+    const page = await ctx.newPage()
+    try {
+      await page.goto(`${base}/account?view=login`)
+      await submit(page, 'a:has-text("Forgot password?")')
+      await page.fill('#email', a.email)
+      const before = sink.received.length
+      await submit(page, 'button:has-text("Send code")')
+      await sink.waitFor(before + 1)
+      const mail = sink.received.slice(before).find((m) => m.body.to === a.email)
+      const token = (mail?.body.text as string).split('\n').find((l) => /^[A-Z2-7]{5}-[A-Z2-7]{5}$|^[A-Z2-7]{32}$/.test(l.trim()))
+      expect(token).toBeTruthy()
+      await page.fill('#token', token!.trim())
+      await page.fill('#password', 'reset on the account page')
+      await submit(page, 'button:has-text("Set password")')
+      expect(await text(page, '#notice')).toContain('Sign in with the new one')
+      await signIn(page, { handle: a.handle, password: 'reset on the account page' })
+      expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
+    } finally {
+      await ctx.close()
+    }
+  })
+
   it('works without JavaScript, saying that only passkeys need it', async () => {
     const a = await account()
     const ctx = await browser.newContext({ javaScriptEnabled: false })
