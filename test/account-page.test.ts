@@ -544,6 +544,32 @@ d('the account page in headless Chromium', () => {
     }
   })
 
+  it('asks for the emailed sign-in code at the second step once email codes are on', async () => {
+    const a = await account()
+    const ctx = await newContext()
+    const page = await ctx.newPage()
+    try {
+      await signIn(page, a)
+      await submit(page, '#security button:has-text("Turn on")')
+      await submit(page, 'button:has-text("Sign out on this device")')
+      await page.goto(`${base}/account?view=login`)
+      await page.fill('#handle', a.handle)
+      await page.fill('#password', a.password)
+      const before = sink.received.length
+      await submit(page, 'button:has-text("Sign in")')
+      expect(await text(page, '#notice')).toContain('We emailed you a sign-in code')
+      await sink.waitFor(before + 1)
+      const mail = sink.received.slice(before).find((m) => m.body.to === a.email)
+      const code = (mail?.body.text as string).split('\n').find((l) => /^[A-Z2-7]{5}-[A-Z2-7]{5}$/.test(l))
+      expect(code).toBeTruthy()
+      await page.fill('#code', code!.toLowerCase())
+      await submit(page, 'button:has-text("Continue")')
+      expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
+    } finally {
+      await ctx.close()
+    }
+  })
+
   it('works without JavaScript, saying that only passkeys need it', async () => {
     const a = await account()
     const ctx = await browser.newContext({ javaScriptEnabled: false })

@@ -124,7 +124,7 @@ export function accountPages(deps: Deps): Router {
   const current = async (req: Request, device: Device, maxAgeS = REMEMBERED_MAX_S): Promise<Current | undefined> => {
     const did = readCookie(req, CURRENT)
     if (!did) return undefined
-    const session = await signedInAccount(db, device.id, decodeURIComponent(did), maxAgeS)
+    const session = await signedInAccount(db, device.id, safeDecode(did), maxAgeS)
     const account = session && (await getAccount(db, session.did))
     if (!session || !account || account.status === 'takendown' || account.status === 'deleted') return undefined
     return { device, account, session }
@@ -387,7 +387,7 @@ export function accountPages(deps: Deps): Router {
 
   post('sign-out', async (req, res, device) => {
     const did = readCookie(req, CURRENT)
-    if (did) await forgetAccount(db, device.id, decodeURIComponent(did))
+    if (did) await forgetAccount(db, device.id, safeDecode(did))
     clearCookie(res, CURRENT, { publicUrl: config.publicUrl, path: PATH })
     done(res, device, { notice: 'You are signed out on this device.' })
   })
@@ -629,6 +629,15 @@ function tooMany(waitS: number, what = 'attempts'): string {
   const minutes = Math.ceil(waitS / 60)
   const when = minutes <= 1 ? 'a minute' : minutes < 120 ? `${minutes} minutes` : `${Math.ceil(minutes / 60)} hours`
   return `Too many ${what} for this account or from this network. Try again in ${when}.`
+}
+
+/** a cookie's percent-encoded value; a mangled one is no value */
+function safeDecode(v: string): string {
+  try {
+    return decodeURIComponent(v)
+  } catch {
+    return ''
+  }
 }
 
 function parseJson(text: string | undefined): Record<string, unknown> | undefined {
