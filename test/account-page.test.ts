@@ -217,6 +217,17 @@ d('the account page in headless Chromium', () => {
       await page.fill('#ap-name', 'old-phone')
       await submit(page, '#app-passwords button:has-text("Create app password")')
       await shoot(page, 'account')
+      // every field is named for assistive technology, and every button says what it does
+      const unnamed = await page.evaluate(() =>
+        [...document.querySelectorAll('input:not([type=hidden]), select, button')]
+          .filter((e) => {
+            const el = e as HTMLInputElement
+            const name = el.getAttribute('aria-label') ?? (el.labels && el.labels.length ? el.labels[0]!.textContent : el.textContent)
+            return !name || !name.trim()
+          })
+          .map((e) => e.outerHTML),
+      )
+      expect(unnamed).toEqual([])
 
       await submit(page, '#app-list button:has-text("Revoke")')
       expect(await text(page, '#apps #notice')).toContain('can no longer use your account')
