@@ -513,7 +513,7 @@ function securitySection(c: Common, a: AccountView, qrSvg: string | undefined): 
                   pattern="[0-9 ]{6,7}"
                   required
                   autofocus
-                /><button type="submit" class="primary">Turn on</button>
+                /><button type="submit" class="primary">Confirm and turn on</button>
               </div>`,
           )}
         </div>`
