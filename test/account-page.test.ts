@@ -14,7 +14,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, dialect, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
-import { dpopGet, dpopKey, exchange, openPage, par, pkce, refreshGrant, submitPage } from './oauth-helpers.js'
+import { dpopGet, dpopKey, exchange, loopbackClientId, openPage, par, pkce, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 
 const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
@@ -88,11 +88,11 @@ async function shoot(page: Page, name: string) {
 }
 
 /** an OAuth grant of the named test app to `a`, through PAR, the sign-in page and the token endpoint */
-async function connectApp(a: Acct) {
+async function connectApp(a: Acct, client: 'named' | 'loopback' = 'named') {
   const key = await dpopKey()
   const target = { url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL }
-  const clientId = `${appBase}/client.json`
-  const redirect = `${appBase}/callback`
+  const clientId = client === 'named' ? `${appBase}/client.json` : loopbackClientId()
+  const redirect = client === 'named' ? `${appBase}/callback` : REDIRECT
   const p = pkce()
   const pushed = await par(target, key, { client_id: clientId, redirect_uri: redirect }, p)
   expect(pushed.status, pushed.text).toBe(201)
@@ -201,15 +201,15 @@ d('the account page in headless Chromium', () => {
   it('lists a connected app with its permissions in plain words; Revoke stops its tokens at once', async () => {
     const a = await account()
     const app = await connectApp(a)
+    const other = await connectApp(a, 'loopback')
     expect((await app.call()).status).toBe(200)
     const ctx = await newContext()
     const page = await ctx.newPage()
     try {
       await signIn(page, a)
       expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
-      const item = page.locator('#app-list li[data-client-id]')
-      expect(await item.count()).toBe(1)
-      expect(await text(page, '#app-list .app-name')).toBe('Example Social')
+      const names = await page.locator('#app-list li[data-client-id] .app-name').allTextContents()
+      expect(names.sort()).toEqual(['An app on this computer', 'Example Social'])
       const perms = await page.locator('#app-list .app-permissions li').allTextContents()
       expect(perms.length).toBeGreaterThan(1)
       expect(perms.join(' | ')).toMatch(/Know who you are.*records/)
@@ -229,14 +229,17 @@ d('the account page in headless Chromium', () => {
       )
       expect(unnamed).toEqual([])
 
-      await submit(page, '#app-list button:has-text("Revoke")')
+      await submit(page, '#app-list button[aria-label="Revoke access of Example Social"]')
       expect(await text(page, '#apps #notice')).toContain('can no longer use your account')
-      expect(await page.locator('#app-list li').count()).toBe(0)
+      expect(await page.locator('#app-list .app-name').allTextContents()).toEqual(['An app on this computer'])
       // the access token it holds stops now, not when it expires; its refresh token is gone
       const after = await app.call()
       expect(after.status).toBe(401)
       expect(after.json.error).toBe('ExpiredToken')
       expect((await app.renew()).status).toBe(400)
+      // the other app is untouched
+      expect((await other.call()).status).toBe(200)
+      expect((await other.renew()).status).toBe(200)
     } finally {
       await ctx.close()
     }
