@@ -14,7 +14,19 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, dialect, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
-import { dpopGet, dpopKey, exchange, loopbackClientId, openPage, par, pkce, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
+import {
+  dpopGet,
+  dpopKey,
+  exchange,
+  loopbackClientId,
+  openPage,
+  par,
+  pkce,
+  post,
+  REDIRECT,
+  refreshGrant,
+  submitPage,
+} from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 
 const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
@@ -218,15 +230,22 @@ d('the account page in headless Chromium', () => {
       await submit(page, '#app-passwords button:has-text("Create app password")')
       await shoot(page, 'account')
       // every field is named for assistive technology, and every button says what it does
-      const unnamed = await page.evaluate(() =>
-        [...document.querySelectorAll('input:not([type=hidden]), select, button')]
-          .filter((e) => {
-            const el = e as HTMLInputElement
-            const name = el.getAttribute('aria-label') ?? (el.labels && el.labels.length ? el.labels[0]!.textContent : el.textContent)
-            return !name || !name.trim()
+      type Field = {
+        outerHTML: string
+        textContent: string | null
+        labels?: { textContent: string | null }[]
+        getAttribute(n: string): string | null
+      }
+      const unnamed = await page.evaluate(() => {
+        const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<Field> } }).document
+        return [...doc.querySelectorAll('input:not([type=hidden]), select, button')]
+          .filter((el) => {
+            const label = el.labels?.[0]
+            const name = el.getAttribute('aria-label') ?? (label ? label.textContent : el.textContent)
+            return !name?.trim()
           })
-          .map((e) => e.outerHTML),
-      )
+          .map((el) => el.outerHTML)
+      })
       expect(unnamed).toEqual([])
 
       await submit(page, '#app-list button[aria-label="Revoke access of Example Social"]')
@@ -243,6 +262,16 @@ d('the account page in headless Chromium', () => {
     } finally {
       await ctx.close()
     }
+  })
+
+  it('an app signing out through token revocation loses its access token at once too', async () => {
+    const a = await account()
+    const app = await connectApp(a)
+    expect((await app.call()).status).toBe(200)
+    const res = await post(`${pds.url}/oauth/revoke`, { token: app.access, client_id: `${appBase}/client.json` })
+    expect(res.status).toBe(200)
+    expect((await app.call()).status).toBe(401)
+    expect((await app.renew()).status).toBe(400)
   })
 
   it('creates an app password shown once that signs in with AtpAgent; Revoke ends its session', async () => {

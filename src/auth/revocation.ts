@@ -66,23 +66,45 @@ export async function endAppPasswordSessions(db: Db, did: string, name: string):
 }
 
 /**
- * a person ending one app's access: every OAuth grant of `clientId` on the account, its unexchanged
- * codes, and the access tokens already out (matched by the grants' DPoP keys and minted until now).
- * Returns how many grants ended.
+ * a person ending one app's access (the account page): every OAuth grant of `clientId` on the
+ * account, its unexchanged codes, and the access tokens already out (matched by the grants' DPoP
+ * keys and minted until now). Returns how many grants ended.
  */
 export async function endClientGrants(db: Db, did: string, clientId: string, accessTtlS: number): Promise<number> {
-  return db.transaction().execute(async (trx) => {
-    const row = await lockingRead(db.dialect, trx.selectFrom('account').select('revoked_grants').where('did', '=', did)).executeTakeFirst()
-    if (!row) return 0
-    const grants = await trx
+  return endGrants(db, did, accessTtlS, async (trx) => {
+    await trx.deleteFrom('oauth_code').where('did', '=', did).where('client_id', '=', clientId).execute()
+    return trx
       .deleteFrom('refresh_token')
       .where('did', '=', did)
       .where('kind', '=', 'oauth')
       .where('client_id', '=', clientId)
       .returning('dpop_jkt')
       .execute()
-    await trx.deleteFrom('oauth_code').where('did', '=', did).where('client_id', '=', clientId).execute()
+  })
+}
+
+/** an app signing out (token revocation): the grant whose refresh token, or latest access token, is `jti`, its access tokens too */
+export async function endGrant(db: Db, did: string, jti: string, accessTtlS: number): Promise<number> {
+  return endGrants(db, did, accessTtlS, (trx) =>
+    trx
+      .deleteFrom('refresh_token')
+      .where('kind', '=', 'oauth')
+      .where('did', '=', did)
+      .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
+      .returning('dpop_jkt')
+      .execute(),
+  )
+}
+
+async function endGrants(db: Db, did: string, accessTtlS: number, remove: (trx: Store) => Promise<{ dpop_jkt: string | null }[]>) {
+  return db.transaction().execute(async (trx) => {
+    // concurrent revocations queue on the account row, so none loses the other's entry
+    const row = await lockingRead(db.dialect, trx.selectFrom('account').select('revoked_grants').where('did', '=', did)).executeTakeFirst()
+    if (!row) return 0
+    const grants = await remove(trx)
+    if (!grants.length) return 0
     const now = Math.floor(Date.now() / 1000)
+    // an entry is needed only while an access token minted before it could still be presented
     const kept = parse<RevokedGrant>(row.revoked_grants).filter((e) => e.u > now)
     for (const g of grants) if (g.dpop_jkt) kept.push({ k: g.dpop_jkt, t: now, u: now + accessTtlS + 60 })
     await trx

@@ -127,16 +127,6 @@ export async function rotateRefresh(db: Db, oldJti: string, pair: MintedPair, gr
   })
 }
 
-/** ends the grant whose refresh token, or latest access token, is `jti` */
-export async function revokeGrant(db: Store, did: string, jti: string): Promise<void> {
-  await db
-    .deleteFrom('refresh_token')
-    .where('kind', '=', 'oauth')
-    .where('did', '=', did)
-    .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
-    .execute()
-}
-
 async function insertRefresh(trx: Store, pair: MintedPair, grant: Grant): Promise<void> {
   await trx
     .insertInto('refresh_token')
