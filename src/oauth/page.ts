@@ -39,22 +39,19 @@ const initials = (handle: string) =>
     .map((p) => p[0].toUpperCase())
     .join('')
 
+const field = (name: string, value: string) => html`<input type="hidden" name="${name}" value="${value}" />`
+
 function hidden(f: Flow, step: string, extra: Record<string, string> = {}): SafeHtml {
-  return html`<input type="hidden" name="${CSRF_FIELD}" value="${f.csrf}" /><input
-      type="hidden"
-      name="step"
-      value="${step}"
-    />${Object.entries(extra).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}" />`)}`
+  return html`${field(CSRF_FIELD, f.csrf)}${field('step', step)}${Object.entries(extra).map(([k, v]) => field(k, v))}`
 }
 
 function messages(f: Flow): SafeHtml {
   return html`${f.error && html`<p class="alert" role="alert" id="error">${f.error}</p>`}${f.notice && html`<p class="notice" role="status" id="notice">${f.notice}</p>`}`
 }
 
+/** where the app comes from (a loopback app's name already says it) */
 function clientLine(f: Flow): SafeHtml {
-  return f.client.loopback
-    ? html`<p class="muted">An app on this computer</p>`
-    : html`<p class="muted break">${new URL(f.client.id).host}</p>`
+  return f.client.loopback ? html`` : html`<p class="muted break">${new URL(f.client.id).host}</p>`
 }
 
 const denyButton = html`<button type="submit" name="action" value="deny" formnovalidate>Cancel</button>`
@@ -166,7 +163,7 @@ export function consentPage(f: Flow, p: { did: string; handle: string; words: Co
         ${c.logoUri && html`<img src="${c.logoUri}" alt="" id="client-logo" />`}
         <div>
           <h1><span id="client-name">${c.name}</span> wants to access your account</h1>
-          ${c.loopback ? html`<p class="muted">An app on this computer</p>` : html`<p class="muted break" id="client-id">${c.id}</p>`}
+          ${!c.loopback && html`<p class="muted break" id="client-id">${c.id}</p>`}
         </div>
       </div>
       ${links.length > 0 && html`<div class="links">${links}</div>`} ${messages(f)}
