@@ -24,6 +24,7 @@ import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { webRoutes } from './web/index.js'
+import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
 import { wellKnownRoutes } from './well-known.js'
@@ -158,6 +159,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(webRoutes()))
   app.use(skipForXrpc(oauthRoutes(services)))
+  app.use(skipForXrpc(accountPages(services)))
   app.use(optionalBodies)
   // raw inputs (uploadBlob, importRepo) stay streams whatever their Content-Type: a JSON file
   // uploaded as a blob is bytes to store, not a body to parse. Paths match in any letter case,

@@ -68,6 +68,7 @@ describe('store migrations', () => {
       '009-moderation',
       '012-devices',
       '013-second-factors',
+      '014-revoked-grants',
     ])
     await again.destroy()
   })

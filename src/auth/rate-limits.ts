@@ -117,10 +117,11 @@ export interface PasswordGuard {
    */
   attempt(req: Request, identifier: string): Promise<number | undefined>
   /**
-   * the server's own pages spend an address budget of an XRPC method they share work with
-   * (a reset email, a sign-up); the seconds to wait when it is spent, else undefined
+   * the server's own pages spend a budget of an XRPC method they share work with (a reset email,
+   * a sign-up: by address; an email the account asks for: by its DID, `did`); the seconds to wait
+   * when it is spent, else undefined
    */
-  spend(req: Request, limit: 'resetPassword' | 'createAccount'): Promise<number | undefined>
+  spend(req: Request, limit: 'resetPassword' | 'createAccount' | 'email', did?: string): Promise<number | undefined>
   /** admin Basic: the seconds to wait when this address may not try the admin password now */
   adminBlocked(req: Request): Promise<number | undefined>
   /** admin Basic: counts a wrong admin password against the address */
@@ -177,9 +178,10 @@ export class RateLimits implements PasswordGuard {
     return waitOf(results)
   }
 
-  async spend(req: Request, limit: 'resetPassword' | 'createAccount'): Promise<number | undefined> {
+  async spend(req: Request, limit: 'resetPassword' | 'createAccount' | 'email', did?: string): Promise<number | undefined> {
     if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
-    const key = ip({ req } as Ctx)
+    // the same key the XRPC method's limit uses, so the page and the method share one budget
+    const key = limit === 'email' && did ? did : ip({ req } as Ctx)
     const results = await Promise.allSettled(
       this.limits[limit].map((w, i) => this.limiter(limit, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 })),
     )

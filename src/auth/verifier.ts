@@ -185,7 +185,7 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     throw err
   }
   const account = await liveAccount(deps, claims.sub, row)
-  if (isRevoked(account, claims.gen)) {
+  if (isRevoked(account, claims.gen, undefined, { jkt: claims.cnf.jkt, iat: claims.iat })) {
     ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_token", error_description="Token has been revoked"')
     throw xrpcError('ExpiredToken', 'Token has been revoked')
   }

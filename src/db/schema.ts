@@ -28,6 +28,8 @@ export interface AccountTable {
   revoked_app_passwords: Generated<string | null>
   /** 1: a password sign-in also needs a code mailed to the confirmed address (migration 013) */
   email_auth_factor: Generated<number>
+  /** JSON list of the DPoP keys of OAuth grants ended within an access token's lifetime (migration 014) */
+  revoked_grants: Generated<string | null>
 }
 
 export interface SignInCodeTable {

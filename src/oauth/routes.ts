@@ -11,6 +11,7 @@ import { ClientError, type ClientMetadata } from './clients.js'
 import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
 import { ReplayStoreUnavailable } from './replay.js'
 import { authorizePages, PROMPTS } from './authorize.js'
+import { endGrant } from '../auth/revocation.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
 import { describePermissionSets, expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
 import * as store from './store.js'
@@ -261,14 +262,15 @@ export function oauthRoutes(deps: Deps): Router {
 
   // always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
   // an invalid token still answers 200); an expired one still ends its grant. An access token ends
-  // the grant it was minted with (the official client's signOut revokes its access token).
+  // the grant it was minted with (the official client's signOut revokes its access token); the
+  // grant's access tokens stop at once, as when the person revokes the app on the account page.
   r.post(
     '/oauth/revoke',
     form,
     handle(async (req, res) => {
       const token = typeof req.body?.token === 'string' ? req.body.token : undefined
       const claims = token ? await ourToken(token) : undefined
-      if (claims) await store.revokeGrant(db, claims.sub, claims.jti)
+      if (claims) await endGrant(db, claims.sub, claims.jti, OAUTH_ACCESS_TTL_S)
       res.status(200).end()
     }),
   )

@@ -127,16 +127,6 @@ export async function rotateRefresh(db: Db, oldJti: string, pair: MintedPair, gr
   })
 }
 
-/** ends the grant whose refresh token, or latest access token, is `jti` */
-export async function revokeGrant(db: Store, did: string, jti: string): Promise<void> {
-  await db
-    .deleteFrom('refresh_token')
-    .where('kind', '=', 'oauth')
-    .where('did', '=', did)
-    .where((eb) => eb.or([eb('jti', '=', jti), eb('access_jti', '=', jti)]))
-    .execute()
-}
-
 async function insertRefresh(trx: Store, pair: MintedPair, grant: Grant): Promise<void> {
   await trx
     .insertInto('refresh_token')
@@ -171,4 +161,29 @@ export async function grantedScopes(db: Store, did: string, clientId: string): P
     .where('expires_at', '>', nowIso())
     .execute()
   return new Set(rows.flatMap((r) => (r.scope ?? '').split(' ').filter(Boolean)))
+}
+
+/** an app with live OAuth grants on the account: when it last renewed its access, what it may do */
+export type ConnectedApp = { clientId: string; scope: string; lastActiveAt: string; grants: number }
+
+/** the account's apps with live grants, most recently active first (several grants of one app, e.g.
+ *  signed in on two devices, are one app whose permissions are all of theirs) */
+export async function connectedApps(db: Store, did: string): Promise<ConnectedApp[]> {
+  const rows = await db
+    .selectFrom('refresh_token')
+    .select(['client_id', 'scope', 'created_at'])
+    .where('did', '=', did)
+    .where('kind', '=', 'oauth')
+    .where('expires_at', '>', nowIso())
+    .execute()
+  const apps = new Map<string, ConnectedApp>()
+  for (const r of rows) {
+    if (!r.client_id) continue
+    const app = apps.get(r.client_id) ?? { clientId: r.client_id, scope: '', lastActiveAt: r.created_at, grants: 0 }
+    app.scope = [...new Set([...app.scope.split(' '), ...(r.scope ?? '').split(' ')].filter(Boolean))].join(' ')
+    if (r.created_at > app.lastActiveAt) app.lastActiveAt = r.created_at
+    app.grants++
+    apps.set(r.client_id, app)
+  }
+  return [...apps.values()].sort((a, b) => b.lastActiveAt.localeCompare(a.lastActiveAt))
 }

@@ -1,6 +1,7 @@
 // The headers every HTML page of the server carries: nothing cached (pages show account data and
 // carry form tokens), no framing (a framed sign-in form invites clickjacking), and a content
-// security policy that allows no script at all and styles only from the server's own stylesheet.
+// security policy that allows styles only from the server's own stylesheet and no script at all,
+// or, on a page that asks, only the server's own script files talking to the server itself.
 import type { Response } from 'express'
 import type { SafeHtml } from './html.js'
 
@@ -8,13 +9,16 @@ export type PageHeaderOptions = {
   status?: number
   /** allow <img> from any https origin (a client's logo on the consent page) */
   httpsImages?: boolean
+  /** allow the server's own script files and their requests back to the server */
+  scripts?: boolean
   retryAfterS?: number
 }
 
-export function contentSecurityPolicy(opts: { httpsImages?: boolean } = {}): string {
+export function contentSecurityPolicy(opts: { httpsImages?: boolean; scripts?: boolean } = {}): string {
   // no form-action: browsers apply it to the redirect back to the app after a form post
   return [
     "default-src 'none'",
+    ...(opts.scripts ? ["script-src 'self'", "connect-src 'self'"] : []),
     "style-src 'self'",
     `img-src 'self'${opts.httpsImages ? ' https:' : ''}`,
     "base-uri 'none'",

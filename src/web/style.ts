@@ -52,4 +52,27 @@ details{margin:1rem 0}
 summary{cursor:pointer;color:#0b57b5}
 code{font-size:.85rem;word-break:break-all}
 .links{display:flex;flex-wrap:wrap;gap:1rem;margin-top:1rem;font-size:.9rem}
+main.wide{max-width:46rem}
+header.site:has(+main.wide),header.site:has(+main.wide)~footer.site{max-width:46rem}
+section.card{border-top:1px solid #c9ced4;padding-top:.5rem;margin-top:1.5rem}
+.toc{display:flex;flex-wrap:wrap;gap:.4rem 1rem;font-size:.9rem;padding:0;list-style:none;margin:.75rem 0}
+.items{list-style:none;padding:0;margin:.5rem 0}
+.items>li{border:1px solid #c9ced4;border-radius:8px;padding:.6rem .8rem;margin:.5rem 0}
+.items .row{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem;justify-content:space-between}
+.items form{margin:0}
+.items ul{margin:.25rem 0 0;padding-left:1.2rem;color:#37414b}
+.inline{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end}
+.inline input{flex:1 1 12rem;width:auto}
+.secret{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.1rem;background:#f3f6fa;border:1px solid #6b7580;border-radius:6px;padding:.5rem .75rem;display:inline-block;word-break:break-all}
+.codes{columns:2;font-family:ui-monospace,Menlo,Consolas,monospace;padding-left:1.5rem}
+.qr{width:12rem;height:12rem;background:#fff}
+.qr svg{width:100%;height:100%}
+button.danger{border-color:#b42318;color:#b42318}
+button.danger.primary{background:#b42318;color:#fff}
+.badge{display:inline-block;font-size:.8rem;border-radius:999px;padding:0 .5rem;border:1px solid #3b6fc4;color:#0d3a78;background:#e7f1ff}
+.badge.warn{border-color:#b54708;color:#7a2e0e;background:#fff4e5}
+.radio{display:flex;align-items:center;gap:.5rem;font-weight:400;margin:.5rem 0}
+[hidden]{display:none !important}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;margin:0}
+h3{font-size:.95rem;margin:1rem 0 .25rem}
 `

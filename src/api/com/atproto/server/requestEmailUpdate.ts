@@ -6,26 +6,13 @@
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
-import { xrpcError } from '../../../../errors.js'
-import { checkEmail } from '../../../../account/handles.js'
-import { issueEmailToken } from '../../../../account/email-tokens.js'
-import { deliver } from '../../../../mail/index.js'
-import { updateEmailMail } from '../../../../mail/templates.js'
+import { requestEmailChange, sendEmailUpdateToken } from '../../../../account/email-requests.js'
 
-export default (api: Server, { db, mailer }: Pick<Services, 'db' | 'mailer'>) =>
+export default (api: Server, deps: Pick<Services, 'db' | 'mailer'>) =>
   api.com.atproto.server.requestEmailUpdate<AuthFor<'com.atproto.server.requestEmailUpdate'>>(async ({ auth, input }) => {
-    const { did, handle, email, email_confirmed_at } = auth.credentials.account
+    const { account } = auth.credentials
     const wanted = input.body?.email
-    if (wanted !== undefined) {
-      const newEmail = checkEmail(wanted)
-      const token = await issueEmailToken(db, did, 'update-email', { newEmail })
-      const to = email && email_confirmed_at ? email : newEmail
-      await deliver(mailer, { to, ...updateEmailMail(token, handle, newEmail) })
-      return { encoding: 'application/json', body: { tokenRequired: true } }
-    }
-    if (!email_confirmed_at) return { encoding: 'application/json', body: { tokenRequired: false } }
-    if (!email) throw xrpcError('InvalidRequest', 'This account has no email address')
-    const token = await issueEmailToken(db, did, 'update-email')
-    await deliver(mailer, { to: email, ...updateEmailMail(token, handle) })
-    return { encoding: 'application/json', body: { tokenRequired: true } }
+    const tokenRequired =
+      wanted !== undefined ? (await requestEmailChange(deps, account, wanted), true) : await sendEmailUpdateToken(deps, account)
+    return { encoding: 'application/json', body: { tokenRequired } }
   })
