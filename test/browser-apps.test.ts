@@ -2,21 +2,14 @@
 // creates an account, signs in, posts, uploads an image and reads its timeline through the proxy;
 // a single-page app using @atproto/oauth-client-browser signs in through the sign-in page and
 // posts with DPoP-bound tokens. Without CORS the browser hands none of the answers to the page.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
-import { build } from 'esbuild'
 import { decodeJwt } from 'jose'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { didDocFor } from '../src/account/store.js'
+import { BrowserRig, hasChromium, signInThroughPages, startBrowserPlc, waitFor } from './browser-helpers.js'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
-// PDS_TEST_CHROMIUM: another Chromium binary, where it is not installed system-wide
-const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
-const d = existsSync(CHROMIUM) ? describe : describe.skip
+const d = hasChromium ? describe : describe.skip
 const SCOPE = 'atproto transition:generic'
 const PASSWORD = 'browser app password'
 // a 1x1 PNG
@@ -104,24 +97,6 @@ const main = async () => {
 window.result = main().catch((err) => ({ state: 'error', message: String(err && err.stack || err) }))
 `
 
-type Served = { server: Server; origin: string }
-
-/** a loopback web server for one app: the HTML shell on every path, the bundle at /app.js */
-async function serveApp(bundle: string, config: (origin: string) => Record<string, string>): Promise<Served> {
-  let origin = ''
-  const server = createServer((req, res) => {
-    if (req.url === '/app.js') return res.writeHead(200, { 'content-type': 'text/javascript' }).end(bundle)
-    if (req.url === '/favicon.ico') return res.writeHead(404).end()
-    res.writeHead(200, { 'content-type': 'text/html' })
-    res.end(
-      `<!doctype html><meta charset="utf-8"><title>app</title><script>window.CONFIG = ${JSON.stringify(config(origin))}</script><script type="module" src="/app.js"></script>`,
-    )
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  return { server, origin }
-}
-
 /**
  * A stand-in AppView: getTimeline answers the caller's own posts (read from the PDS), with image
  * embeds pointing at the PDS's getBlob, after checking the service token names it and the method.
@@ -186,87 +161,28 @@ class StandInAppView {
 
 let pds: TestPds
 let appview: StandInAppView
-let plc: Server
-let plcUrl: string
-let browser: BrowserContext
-let profile: string
-let bundles: string
-const apps: Served[] = []
-
-async function bundle(name: string, source: string) {
-  const entry = join(bundles, `${name}.js`)
-  writeFileSync(entry, source)
-  const outfile = join(bundles, `${name}.bundle.js`)
-  await build({
-    entryPoints: [entry],
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: 'chrome120',
-    outfile,
-    nodePaths: [resolve('node_modules')],
-    define: { 'process.env.NODE_ENV': '"production"' },
-    logLevel: 'silent',
-  })
-  return readFileSync(outfile, 'utf8')
-}
-
-async function waitFor<T>(page: Page, expr: string, timeout = 20_000): Promise<T> {
-  await page.waitForFunction(expr, undefined, { timeout, polling: 100 })
-  return page.evaluate<T>(expr)
-}
+let plc: Awaited<ReturnType<typeof startBrowserPlc>>
+const rig = new BrowserRig()
 
 d('web apps on another origin in headless Chromium', () => {
   beforeAll(async () => {
     appview = new StandInAppView(() => pds.url)
     await appview.start()
     pds = await startTestPds({ PDS_BSKY_APP_VIEW_URL: appview.url, PDS_BSKY_APP_VIEW_DID: appview.did })
-    // the PLC directory the OAuth client resolves the account's DID through, answering browsers
-    plc = createServer(async (req, res) => {
-      const cors = { 'access-control-allow-origin': '*' }
-      const did = decodeURIComponent((req.url ?? '/').slice(1))
-      const doc = await didDocFor(pds.services.db, did)
-      if (!doc) return res.writeHead(404, { 'content-type': 'application/json', ...cors }).end('{"message":"DID not registered"}')
-      res.writeHead(200, { 'content-type': 'application/did+ld+json', ...cors }).end(JSON.stringify(doc))
-    })
-    await new Promise<void>((r) => plc.listen(0, '127.0.0.1', r))
-    plcUrl = `http://127.0.0.1:${(plc.address() as AddressInfo).port}`
-    bundles = mkdtempSync(join(tmpdir(), 'pds-bundles-'))
-    profile = mkdtempSync(join(tmpdir(), 'pds-chromium-'))
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      timeout: 20_000,
-    })
+    plc = await startBrowserPlc(() => pds)
+    await rig.start()
   }, 60_000)
   afterAll(async () => {
-    await browser?.close()
-    for (const a of apps) {
-      a.server.closeAllConnections()
-      await new Promise((r) => a.server.close(r))
-    }
-    for (const s of [plc, appview?.server]) {
-      s?.closeAllConnections()
-      await new Promise((r) => s?.close(r))
-    }
+    await rig.stop()
+    await plc?.close()
+    appview?.server?.closeAllConnections()
+    await new Promise((r) => appview?.server?.close(r))
     await pds?.stop()
-    for (const dir of [profile, bundles]) if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
   it('a page bundling @atproto/api signs up, posts, uploads an image and reads its timeline', async () => {
-    const app = await serveApp(await bundle('agent-app', AGENT_APP), () => ({}))
-    apps.push(app)
-    const page = await browser.newPage()
+    const app = await rig.serveApp(await rig.bundle('agent-app', AGENT_APP), () => ({}))
+    const page = await rig.browser.newPage()
     try {
       await page.goto(app.origin + '/', { timeout: 10_000 })
       await page.waitForFunction('typeof window.run === "function"', undefined, { timeout: 10_000 })
@@ -303,15 +219,14 @@ d('web apps on another origin in headless Chromium', () => {
     })
     expect(created.status).toBe(200)
     const did = ((await created.json()) as any).did
-    const code = await bundle('oauth-app', OAUTH_APP)
-    const app = await serveApp(code, (origin) => ({
+    const code = await rig.bundle('oauth-app', OAUTH_APP)
+    const app = await rig.serveApp(code, (origin) => ({
       pds: pds.env.PDS_PUBLIC_URL,
-      plc: plcUrl,
+      plc: plc.url,
       scope: SCOPE,
       clientId: `http://localhost?${new URLSearchParams({ redirect_uri: `${origin}/`, scope: SCOPE })}`,
     }))
-    apps.push(app)
-    const page = await browser.newPage()
+    const page = await rig.browser.newPage()
     // every answer from the PDS as the network saw it, whatever the page was allowed to read
     const network: { url: string; status: number; dpopNonce?: string; wwwAuthenticate?: string }[] = []
     const writes: Record<string, string>[] = []
@@ -326,18 +241,8 @@ d('web apps on another origin in headless Chromium', () => {
     try {
       await page.goto(app.origin + '/', { timeout: 10_000 })
       expect(await waitFor<any>(page, 'window.result', 20_000)).toEqual({ state: 'signed-out' })
-      // the app sends the browser to the sign-in page
-      await page.evaluate(() => void (globalThis as any).signIn('spa.test'))
-      const where = await waitFor<string>(
-        page,
-        `window.signInError || (location.href.startsWith(${JSON.stringify(pds.env.PDS_PUBLIC_URL + '/oauth/authorize')}) && document.readyState === 'complete' && 'sign-in page')`,
-        15_000,
-      )
-      expect(where).toBe('sign-in page')
-      expect(await page.inputValue('#handle')).toBe('spa.test')
-      await page.fill('#password', PASSWORD)
-      await Promise.all([page.waitForSelector('#accept', { timeout: 15_000 }), page.click('button[value=allow]')])
-      await Promise.all([page.waitForURL((u) => u.href.startsWith(app.origin), { timeout: 15_000 }), page.click('#accept')])
+      // the app sends the browser to the sign-in page, and the user signs in and allows
+      await signInThroughPages(page, { pds, appOrigin: app.origin, handle: 'spa.test', password: PASSWORD })
       const result = await waitFor<any>(page, 'window.result', 30_000)
       expect(result.state, result.message).toBe('signed-in')
       expect(result.did).toBe(did)

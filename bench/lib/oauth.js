@@ -1,6 +1,6 @@
 // OAuth for the bench: a DPoP key, proofs, and the authorization-code flow through PAR, our
-// sign-in form and the token endpoint (the same steps as test/oauth-helpers.ts). A server whose
-// sign-in page is not that HTML form (the reference's is a JavaScript app) is n/a.
+// sign-in and consent forms and the token endpoint (the same steps as test/oauth-helpers.ts). A
+// server whose sign-in page is not that HTML form (the reference's is a JavaScript app) is n/a.
 import { createHash, generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import { request } from 'undici'
 
@@ -75,11 +75,11 @@ export async function oauthSession(url, publicUrl, { handle, password }, scope =
   const setCookie = page.headers['set-cookie']
   const cookie = String(Array.isArray(setCookie) ? setCookie[0] : (setCookie ?? '')).split(';')[0]
   if (page.statusCode !== 200 || !csrf) throw new OAuthUnavailable('the sign-in page is not an HTML form this client can submit')
-  const submitted = await post(
-    `${url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
-    { handle, password, action: 'allow', csrf_token: csrf },
-    { cookie },
-  )
+  const authorizeUrl = `${url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`
+  // two steps: the password, then the consent page naming the account it signed in
+  let submitted = await post(authorizeUrl, { handle, password, step: 'login', action: 'allow', csrf_token: csrf }, { cookie })
+  const did = submitted.status === 200 && /name="did" value="([^"]+)"/.exec(submitted.text)?.[1]
+  if (did) submitted = await post(authorizeUrl, { step: 'consent', did, action: 'allow', csrf_token: csrf }, { cookie })
   if (submitted.status !== 302) throw new Error(`sign-in form answered ${submitted.status}: ${submitted.text.slice(0, 200)}`)
   const code = new URL(submitted.headers.location).searchParams.get('code')
   const token = await post(
