@@ -3,7 +3,10 @@
 // stdout (and in bench/results/scale-<time>.jsonl), then bench/results/scale.svg and
 // bench/SCALE.md. Server CPU per op from /proc/<pid>/stat of the server process (bench/lib/proc.js).
 //
-//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose]
+//   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose] [--profile]
+//
+// --profile: each server runs with --cpu-prof (bench/results/profiles/, one per server process;
+// summarize with bench/profile-summary.js)
 //
 // Curves: repository size (records in one repository, grown by applyWrites of 200), accounts
 // (seeded offline by bench/lib/seed.js: the project's own store code, one precomputed password
@@ -36,6 +39,7 @@ const SIZES = {
 }
 // --records 1000,20000 (and --accounts, --subscribers): other sizes for a curve
 for (const k of Object.keys(SIZES)) if (opt(`--${k}`)) SIZES[k] = opt(`--${k}`).split(',').map(Number)
+const cpuProf = argv.includes('--profile')
 const SECONDS = quick ? 2 : 4
 const SEED_PASSWORD = 'bench-scale-password'
 const log = (m) => process.stderr.write(`${m}\n`)
@@ -106,7 +110,8 @@ async function newState() {
     /** starts the server; ms from spawn to the first answered request */
     async start() {
       const t0 = performance.now()
-      child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      const prof = cpuProf ? ['--cpu-prof', '--cpu-prof-dir', path.join(RESULTS, 'profiles')] : []
+      child = spawn(process.execPath, [...prof, path.join(ROOT, 'dist', 'bin.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
       servers.add(child)
       const out = createWriteStream(path.join(RESULTS, 'scale.server.log'), { flags: 'a' })
       child.stdout.pipe(out)

@@ -66,6 +66,7 @@ describe('store migrations', () => {
       '007-credential-generation',
       '008-handle-reuse',
       '009-moderation',
+      '016-record-json',
     ])
     await again.destroy()
   })

@@ -28,6 +28,7 @@ import * as m006 from './migrations/006-migration.js'
 import * as m007 from './migrations/007-credential-generation.js'
 import * as m008 from './migrations/008-handle-reuse.js'
 import * as m009 from './migrations/009-moderation.js'
+import * as m016 from './migrations/016-record-json.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
@@ -78,6 +79,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '007-credential-generation': m007,
   '008-handle-reuse': m008,
   '009-moderation': m009,
+  '016-record-json': m016,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.
