@@ -24,6 +24,10 @@ const rotationKey = await Secp256k1Keypair.import(config.secrets.plcRotationKey)
 const signingKey = await Secp256k1Keypair.create({ exportable: true })
 const privateHex = Buffer.from(await signingKey.export()).toString('hex')
 const passwordHash = await hashPassword(SEED_PASSWORD)
+// a key's did:key decompresses its point each time it is asked for (more than a signature costs)
+const rotationDid = rotationKey.did()
+const signingDid = signingKey.did()
+const signingMultibase = signingDid.replace(/^did:key:/, '')
 const now = new Date().toISOString()
 const BATCH = 200
 for (let start = from; start < from + count; start += BATCH) {
@@ -34,8 +38,8 @@ for (let start = from; start < from + count; start += BATCH) {
     const signed = await signOp(
       {
         type: 'plc_operation',
-        rotationKeys: [rotationKey.did()],
-        verificationMethods: { atproto: signingKey.did() },
+        rotationKeys: [rotationDid],
+        verificationMethods: { atproto: signingDid },
         alsoKnownAs: [`at://${handle}`],
         services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: config.publicUrl } },
         prev: null,
@@ -64,7 +68,7 @@ for (let start = from; start < from + count; start += BATCH) {
         .execute()
       await trx
         .insertInto('signing_key')
-        .values({ did, private_key_hex: privateHex, public_key_multibase: signingKey.did().replace(/^did:key:/, '') })
+        .values({ did, private_key_hex: privateHex, public_key_multibase: signingMultibase })
         .execute()
       await appendOp(trx, did, 0, signed)
       await identityEvent(trx, did, handle)
