@@ -56,7 +56,7 @@ const stamp = new Date().toISOString().replace(/[:.]/g, '-')
 const jsonl = path.join(RESULTS, `scale-${dbKind}-${stamp}.jsonl`)
 const points = []
 function emit(p) {
-  const line = { curve: p.curve, db: dbKind, ...p }
+  const line = { curve: p.curve, db: dbKind, ...p, load1: +os.loadavg()[0].toFixed(2) }
   points.push(line)
   process.stdout.write(JSON.stringify(line) + '\n')
   writeFileSync(jsonl, JSON.stringify(line) + '\n', { flag: 'a' })
@@ -104,10 +104,14 @@ async function newState() {
   const state = {
     url,
     env,
+    startCpuMs: 0,
     get pid() {
       return child.pid
     },
-    /** starts the server; ms from spawn to the first answered request */
+    /**
+     * starts the server; ms from spawn to the first answered request (`startCpuMs`: the server's
+     * CPU time by then, which a busy machine does not inflate the way it does the wall time)
+     */
     async start() {
       const t0 = performance.now()
       const prof = cpuProf ? ['--cpu-prof', '--cpu-prof-dir', path.join(RESULTS, 'profiles')] : []
@@ -121,7 +125,10 @@ async function newState() {
         try {
           const res = await request(`${url}/xrpc/_health`)
           await res.body.text()
-          if (res.statusCode === 200) return performance.now() - t0
+          if (res.statusCode === 200) {
+            state.startCpuMs = cpuMs(child.pid)
+            return performance.now() - t0
+          }
         } catch {}
         if (i > 3000) throw new Error('server not healthy within 60 s')
         await sleep(20)
@@ -169,6 +176,15 @@ async function measured(state, load) {
     cpuMsPerOp: +(cpu / Math.max(1, r.ops)).toFixed(3),
     cpuMsPerUnit: +(cpu / Math.max(1, r.units)).toFixed(4),
   }
+}
+
+/**
+ * the op run unmeasured for a second first: a server just started compiles its hot paths during
+ * the first measure otherwise, which made the smallest size look dearer than the largest
+ */
+async function warm(load) {
+  const r = await runLoad({ ...load, durationMs: 1000, count: undefined })
+  return r.ops
 }
 
 /** RSS sampled every 10 ms while `fn` runs: growth over the level before */
@@ -219,12 +235,35 @@ async function repoCurve() {
     await grow(size)
     log(`repo: ${size} records (grown in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
     const post = () => ({ $type: 'app.bsky.feed.post', text: 'x', createdAt: new Date().toISOString() })
-    const createRecord = await measured(state, {
+    const createLoad = {
       concurrency: 1,
       durationMs: SECONDS * 1000,
       op: () =>
         x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.post', record: post() } }),
-    })
+    }
+    const rkey = (i) => `s${String(i).padStart(8, '0')}`
+    const getLoad = {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) =>
+        x.call('com.atproto.repo.getRecord', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) },
+        }),
+    }
+    const listLoad = {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) =>
+        x.call('com.atproto.repo.listRecords', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) },
+        }),
+    }
+    if (size === SIZES.records[0]) {
+      have += await warm(createLoad)
+      await warm(getLoad)
+      await warm(listLoad)
+    }
+    const createRecord = await measured(state, createLoad)
     const applyWrites = await measured(state, {
       concurrency: 1,
       // a count, not a time: each call adds 200 records, and the point is about one size
@@ -241,23 +280,8 @@ async function repoCurve() {
     })
     // the measures wrote records too: the repository is that much larger from here on
     have += createRecord.ops + applyWrites.ops * 200
-    const rkey = (i) => `s${String(i).padStart(8, '0')}`
-    const getRecord = await measured(state, {
-      concurrency: 16,
-      durationMs: SECONDS * 1000,
-      op: (i) =>
-        x.call('com.atproto.repo.getRecord', {
-          params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) },
-        }),
-    })
-    const listRecords = await measured(state, {
-      concurrency: 16,
-      durationMs: SECONDS * 1000,
-      op: (i) =>
-        x.call('com.atproto.repo.listRecords', {
-          params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) },
-        }),
-    })
+    const getRecord = await measured(state, getLoad)
+    const listRecords = await measured(state, listLoad)
     // getRepo: first byte, throughput, RSS growth while it streams
     const c0 = cpuMs(state.pid)
     const exp = await rssDuring(state.pid, async () => {
@@ -329,7 +353,8 @@ async function accountsCurve() {
     const state = await newState()
     const t0 = performance.now()
     await seed(state, 0, n)
-    log(`accounts: ${n} seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    const seedS = (performance.now() - t0) / 1000
+    log(`accounts: ${n} seeded in ${seedS.toFixed(1)} s`)
     const startMs = await state.start()
     await sleep(2000)
     const idleRssMiB = +memory(state.pid).rssMiB.toFixed(1)
@@ -337,13 +362,13 @@ async function accountsCurve() {
     const pick = (i) => `s${(i * 7919) % n}x.test`
     const sessions = []
     for (let i = 0; i < 16; i++) sessions.push(await login(x, pick(i)))
-    const getSession = await measured(state, {
+    const getSessionLoad = {
       concurrency: 16,
       durationMs: SECONDS * 1000,
       op: (i, w) => x.call('com.atproto.server.getSession', { token: sessions[w].accessJwt }),
-    })
-    const createSession = await measured(state, { concurrency: 4, durationMs: SECONDS * 1000, op: (i) => login(x, pick(i + 100)) })
-    const createRecord = await measured(state, {
+    }
+    const createSessionLoad = { concurrency: 4, durationMs: SECONDS * 1000, op: (i) => login(x, pick(i + 100)) }
+    const createRecordLoad = {
       concurrency: 8,
       durationMs: SECONDS * 1000,
       op: (i, w) =>
@@ -362,10 +387,15 @@ async function accountsCurve() {
             },
           },
         }),
-    })
+    }
+    // each size is a fresh server: every op warmed before any is measured
+    for (const load of [getSessionLoad, createSessionLoad, createRecordLoad]) await warm(load)
+    const getSession = await measured(state, getSessionLoad)
+    const createSession = await measured(state, createSessionLoad)
+    const createRecord = await measured(state, createRecordLoad)
     // backfill: one consumer from cursor 0 over the whole log (two events per account and more)
     const backfill = await replay(state.url)
-    emit({ curve: 'accounts', accounts: n, startMs: +startMs.toFixed(0), idleRssMiB, getSession, createSession, createRecord, backfill })
+    emit({ curve: 'accounts', accounts: n, startMs: +startMs.toFixed(0), startCpuMs: state.startCpuMs, seedS: +seedS.toFixed(1), idleRssMiB, getSession, createSession, createRecord, backfill })
     await x.close()
     await state.dispose()
   }

@@ -1,6 +1,7 @@
 // bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg from the points of one `make bench-scale` run: a table per
 // curve, and a chart drawn here from the same numbers (plain SVG, no plotting package).
 import { writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -114,6 +115,13 @@ export function writeReport(points, { quick, db, jsonl }) {
     `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: \`${path.relative(path.dirname(BENCH), jsonl)}\` (not committed). Chart: [${svgName}](${svgName}).`,
     '',
   ]
+  const loads = points.map((p) => p.load1).filter((v) => v !== undefined)
+  if (loads.length) {
+    md.push(
+      `Machine load (1-minute average) at the points: ${Math.min(...loads).toFixed(1)} to ${Math.max(...loads).toFixed(1)} on ${os.cpus().length} cores. CPU per op is the server's own; the wall-clock figures (start to first answer, records/s, lags) stretch with the load.`,
+      '',
+    )
+  }
   if (repo.length) {
     md.push(
       '## Repository size',
@@ -132,12 +140,12 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Accounts',
       '',
-      '| accounts | start to first answer ms | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |',
-      '|---|---|---|---|---|---|---|',
+      '| accounts | seeded in s | start to first answer ms (server CPU ms by then) | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |',
+      '|---|---|---|---|---|---|---|---|',
     )
     for (const p of accts) {
       md.push(
-        `| ${p.accounts} | ${p.startMs} | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`,
+        `| ${p.accounts} | ${p.seedS ?? '-'} | ${p.startMs} (${p.startCpuMs ?? '-'}) | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`,
       )
     }
     md.push('')
