@@ -395,7 +395,18 @@ async function accountsCurve() {
     const createRecord = await measured(state, createRecordLoad)
     // backfill: one consumer from cursor 0 over the whole log (two events per account and more)
     const backfill = await replay(state.url)
-    emit({ curve: 'accounts', accounts: n, startMs: +startMs.toFixed(0), startCpuMs: state.startCpuMs, seedS: +seedS.toFixed(1), idleRssMiB, getSession, createSession, createRecord, backfill })
+    emit({
+      curve: 'accounts',
+      accounts: n,
+      startMs: +startMs.toFixed(0),
+      startCpuMs: state.startCpuMs,
+      seedS: +seedS.toFixed(1),
+      idleRssMiB,
+      getSession,
+      createSession,
+      createRecord,
+      backfill,
+    })
     await x.close()
     await state.dispose()
   }

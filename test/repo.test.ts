@@ -271,7 +271,11 @@ describe('repositories', () => {
     const records = [
       post('plain'),
       post('héllo "quoted" \\ ☃ 😀\n'),
-      { $type: 'com.example.shapes', bytes: { $bytes: 'AQID' }, link: { $link: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' } },
+      {
+        $type: 'com.example.shapes',
+        bytes: { $bytes: 'AQID' },
+        link: { $link: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm' },
+      },
       { $type: 'com.example.shapes', '10': 'a key a JS object reorders', b: [1, -2, null, true, { z: 'last' }] },
     ]
     for (const [i, record] of records.entries()) {

@@ -1,5 +1,6 @@
 // bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg from the points of one `make bench-scale` run: a table per
-// curve, and a chart drawn here from the same numbers (plain SVG, no plotting package).
+// curve, and a chart drawn here from the same numbers (plain SVG, no plotting package). The full
+// mode (no QUICK=1) writes SCALE-full.md and scale-<db>-full.svg beside them.
 import { writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -106,7 +107,9 @@ export function writeReport(points, { quick, db, jsonl }) {
     ...panels.map((p, i) => panel({ ...p, x0: (i % cols) * W, y0: 24 + Math.floor(i / cols) * H, w: W, h: H })),
     '</svg>',
   ].join('\n')
-  const svgName = `scale-${db}.svg`
+  // the full mode keeps its own files: a QUICK=1 run does not overwrite its larger sizes
+  const full = quick ? '' : '-full'
+  const svgName = `scale-${db}${full}.svg`
   writeFileSync(path.join(BENCH, svgName), svg)
 
   const md = [
@@ -164,5 +167,5 @@ export function writeReport(points, { quick, db, jsonl }) {
     }
     md.push('')
   }
-  writeFileSync(path.join(BENCH, db === 'sqlite' ? 'SCALE.md' : `SCALE-${db}.md`), md.join('\n'))
+  writeFileSync(path.join(BENCH, db === 'sqlite' ? `SCALE${full}.md` : `SCALE-${db}${full}.md`), md.join('\n'))
 }

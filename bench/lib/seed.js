@@ -66,10 +66,7 @@ for (let start = from; start < from + count; start += BATCH) {
           invites_disabled: 0,
         })
         .execute()
-      await trx
-        .insertInto('signing_key')
-        .values({ did, private_key_hex: privateHex, public_key_multibase: signingMultibase })
-        .execute()
+      await trx.insertInto('signing_key').values({ did, private_key_hex: privateHex, public_key_multibase: signingMultibase }).execute()
       await appendOp(trx, did, 0, signed)
       await identityEvent(trx, did, handle)
       await accountEvent(trx, did, 'active')

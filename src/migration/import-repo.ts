@@ -126,7 +126,13 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     let batchBytes = 0
     const flush = async () => {
       await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
-      await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at', 'value_json'], recordRows)
+      await bulkInsert(
+        trx,
+        db.dialect,
+        'record',
+        ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at', 'value_json'],
+        recordRows,
+      )
       await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refRows)
       blockRows = []
       recordRows = []
