@@ -298,21 +298,13 @@ async function repoCurve() {
     const exportCpu = cpuMs(state.pid) - c0
     const car = exp.out.car
     // importRepo of that CAR back into the same account, emptied first (import takes only an
-    // empty repository): at the largest size only, as emptying costs what growing did
+    // empty repository), at the largest size only: emptied in the store with the server stopped
+    // (seed.js empty), and the restart makes the peak RSS (VmHWM) the import's own
     let imp
     if (size === SIZES.records.at(-1)) {
-      for (const collection of ['app.bsky.feed.post']) {
-        for (;;) {
-          const page = await x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection, limit: 100 } })
-          if (!page.records.length) break
-          const writes = page.records.map((r) => ({
-            $type: 'com.atproto.repo.applyWrites#delete',
-            collection,
-            rkey: r.uri.split('/').pop(),
-          }))
-          await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
-        }
-      }
+      await state.stop()
+      await seed(state, 'empty', acct.did)
+      await state.start()
       imp = await rssDuring(state.pid, async () => {
         const t = performance.now()
         await x.call('com.atproto.repo.importRepo', { token, body: car, encoding: 'application/vnd.ipld.car' })

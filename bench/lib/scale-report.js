@@ -129,12 +129,12 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Repository size',
       '',
-      '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB |',
+      '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB, peak RSS MiB |',
       '|---|---|---|---|---|---|---|',
     )
     for (const p of repo) {
       md.push(
-        `| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}` : '-'} |`,
+        `| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}, ${p.importRepo.peakMiB}` : '-'} |`,
       )
     }
     md.push('')

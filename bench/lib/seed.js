@@ -6,6 +6,10 @@
 // SEED_PASSWORD and one shared signing key. Not a product path: the bench only.
 //
 //   node bench/lib/seed.js <from> <count>    (the server's PDS_* environment)
+//   node bench/lib/seed.js empty <did>       the repository's records and references removed, so
+//                                            importRepo (which takes only an empty repository)
+//                                            can run again: emptying a million records through
+//                                            applyWrites costs as much as writing them
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { hashPassword } from '../../dist/account/password.js'
 import { loadConfig } from '../../dist/config.js'
@@ -17,9 +21,18 @@ import { accountEvent, identityEvent } from '../../dist/sequencer/index.js'
 const SEED_PASSWORD = 'bench-scale-password'
 const seedHandle = (i) => `s${i}x.test`
 
-const [from, count] = process.argv.slice(2).map(Number)
 const config = loadConfig(process.env)
 const db = await openDb(config.db)
+if (process.argv[2] === 'empty') {
+  const did = process.argv[3]
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('record_blob').where('did', '=', did).execute()
+    await trx.deleteFrom('record').where('did', '=', did).execute()
+  })
+  await db.destroy()
+  process.exit(0)
+}
+const [from, count] = process.argv.slice(2).map(Number)
 const rotationKey = await Secp256k1Keypair.import(config.secrets.plcRotationKey)
 const signingKey = await Secp256k1Keypair.create({ exportable: true })
 const privateHex = Buffer.from(await signingKey.export()).toString('hex')
