@@ -1,7 +1,7 @@
 // bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg from the points of one `make bench-scale` run: a table per
 // curve, and a chart drawn here from the same numbers (plain SVG, no plotting package). The full
 // mode (no QUICK=1) writes SCALE-full.md and scale-<db>-full.svg beside them.
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -115,7 +115,7 @@ export function writeReport(points, { quick, db, jsonl }) {
   const md = [
     `# make bench-scale results (${db})`,
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: \`${path.relative(path.dirname(BENCH), jsonl)}\` (not committed). Chart: [${svgName}](${svgName}).`,
+    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: ${[jsonl].flat().map((f) => `\`${path.relative(path.dirname(BENCH), path.resolve(f))}\``).join(', ')} (not committed). Chart: [${svgName}](${svgName}).`,
     '',
   ]
   const loads = points.map((p) => p.load1).filter((v) => v !== undefined)
@@ -168,4 +168,18 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push('')
   }
   writeFileSync(path.join(BENCH, db === 'sqlite' ? `SCALE${full}.md` : `SCALE-${db}${full}.md`), md.join('\n'))
+}
+
+// `node bench/lib/scale-report.js [--quick] <points.jsonl>...`: the report again from saved points,
+// e.g. the curves of a full mode run one by one (`--only repo`, then `--only accounts`)
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2)
+  const files = args.filter((a) => !a.startsWith('--'))
+  const points = files.flatMap((f) =>
+    readFileSync(f, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l)),
+  )
+  writeReport(points, { quick: args.includes('--quick'), db: points[0]?.db ?? 'sqlite', jsonl: files })
 }
