@@ -115,7 +115,10 @@ export function writeReport(points, { quick, db, jsonl }) {
   const md = [
     `# make bench-scale results (${db})`,
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: ${[jsonl].flat().map((f) => `\`${path.relative(path.dirname(BENCH), path.resolve(f))}\``).join(', ')} (not committed). Chart: [${svgName}](${svgName}).`,
+    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: ${[jsonl]
+      .flat()
+      .map((f) => `\`${path.relative(path.dirname(BENCH), path.resolve(f))}\``)
+      .join(', ')} (not committed). Chart: [${svgName}](${svgName}).`,
     '',
   ]
   const loads = points.map((p) => p.load1).filter((v) => v !== undefined)
