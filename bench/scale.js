@@ -79,6 +79,8 @@ async function newState() {
     PDS_LOG_LEVEL: 'warn',
     PDS_SERVICE_HANDLE_DOMAINS: '.test',
     PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: '5000',
+    // importRepo takes a CAR up to this size: a million records make ~200 MB
+    PDS_BLOB_UPLOAD_LIMIT: String(2 ** 30),
   }
   let cleanup = async () => {}
   if (dbKind === 'postgres') {
