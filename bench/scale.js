@@ -6,6 +6,9 @@
 //   node bench/scale.js [--quick] [--db sqlite|postgres] [--only repo,accounts,firehose,backfill] [--profile]
 //     [--records 1000,20000] [--accounts ...] [--subscribers ...] [--events ...]
 //
+// --profile: each server runs with --cpu-prof (bench/results/profiles/, one per server process;
+// summarize with bench/profile-summary.js)
+//
 // Curves: repository size (records in one repository, grown by applyWrites of 200), accounts
 // (seeded offline by bench/lib/seed.js: the project's own store code, one precomputed password
 // hash), firehose subscribers while writers commit 200 times a second. Loopback only; every
@@ -29,7 +32,6 @@ const RESULTS = path.join(ROOT, 'bench', 'results')
 const argv = process.argv.slice(2)
 const opt = (name, dflt) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt)
 const quick = argv.includes('--quick') || process.env.QUICK === '1'
-// --profile: the server runs with --cpu-prof (profiles in bench/results/profiles/; bench/profile-summary.js)
 const cpuProf = argv.includes('--profile')
 const dbKind = opt('--db', 'sqlite')
 const only = opt('--only', 'repo,accounts,firehose,backfill').split(',')
@@ -57,7 +59,7 @@ const stamp = new Date().toISOString().replace(/[:.]/g, '-')
 const jsonl = path.join(RESULTS, `scale-${dbKind}-${stamp}.jsonl`)
 const points = []
 function emit(p) {
-  const line = { curve: p.curve, db: dbKind, ...p }
+  const line = { curve: p.curve, db: dbKind, ...p, load1: +os.loadavg()[0].toFixed(2) }
   points.push(line)
   process.stdout.write(JSON.stringify(line) + '\n')
   writeFileSync(jsonl, JSON.stringify(line) + '\n', { flag: 'a' })
@@ -80,6 +82,8 @@ async function newState() {
     PDS_LOG_LEVEL: 'warn',
     PDS_SERVICE_HANDLE_DOMAINS: '.test',
     PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: '5000',
+    // importRepo takes a CAR up to this size: a million records make ~200 MB
+    PDS_BLOB_UPLOAD_LIMIT: String(2 ** 30),
   }
   let cleanup = async () => {}
   if (dbKind === 'postgres') {
@@ -105,10 +109,14 @@ async function newState() {
   const state = {
     url,
     env,
+    startCpuMs: 0,
     get pid() {
       return child.pid
     },
-    /** starts the server; ms from spawn to the first answered request */
+    /**
+     * starts the server; ms from spawn to the first answered request (`startCpuMs`: the server's
+     * CPU time by then, which a busy machine does not inflate the way it does the wall time)
+     */
     async start() {
       const t0 = performance.now()
       const flags = cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS, 'profiles')}`] : []
@@ -122,7 +130,10 @@ async function newState() {
         try {
           const res = await request(`${url}/xrpc/_health`)
           await res.body.text()
-          if (res.statusCode === 200) return performance.now() - t0
+          if (res.statusCode === 200) {
+            state.startCpuMs = cpuMs(child.pid)
+            return performance.now() - t0
+          }
         } catch {}
         if (i > 3000) throw new Error('server not healthy within 60 s')
         await sleep(20)
@@ -174,6 +185,15 @@ async function measured(state, load) {
   }
 }
 
+/**
+ * the op run unmeasured for a second first: a server just started compiles its hot paths during
+ * the first measure otherwise, which made the smallest size look dearer than the largest
+ */
+async function warm(load) {
+  const r = await runLoad({ ...load, durationMs: 1000, count: undefined })
+  return r.ops
+}
+
 /** RSS sampled every 10 ms while `fn` runs: growth over the level before */
 async function rssDuring(pid, fn) {
   const before = memory(pid).rssMiB
@@ -222,12 +242,35 @@ async function repoCurve() {
     await grow(size)
     log(`repo: ${size} records (grown in ${((performance.now() - t0) / 1000).toFixed(1)} s)`)
     const post = () => ({ $type: 'app.bsky.feed.post', text: 'x', createdAt: new Date().toISOString() })
-    const createRecord = await measured(state, {
+    const createLoad = {
       concurrency: 1,
       durationMs: SECONDS * 1000,
       op: () =>
         x.call('com.atproto.repo.createRecord', { token, body: { repo: acct.did, collection: 'app.bsky.feed.post', record: post() } }),
-    })
+    }
+    const rkey = (i) => `s${String(i).padStart(8, '0')}`
+    const getLoad = {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) =>
+        x.call('com.atproto.repo.getRecord', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) },
+        }),
+    }
+    const listLoad = {
+      concurrency: 16,
+      durationMs: SECONDS * 1000,
+      op: (i) =>
+        x.call('com.atproto.repo.listRecords', {
+          params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) },
+        }),
+    }
+    if (size === SIZES.records[0]) {
+      have += await warm(createLoad)
+      await warm(getLoad)
+      await warm(listLoad)
+    }
+    const createRecord = await measured(state, createLoad)
     const applyWrites = await measured(state, {
       concurrency: 1,
       // a count, not a time: each call adds 200 records, and the point is about one size
@@ -244,23 +287,8 @@ async function repoCurve() {
     })
     // the measures wrote records too: the repository is that much larger from here on
     have += createRecord.ops + applyWrites.ops * 200
-    const rkey = (i) => `s${String(i).padStart(8, '0')}`
-    const getRecord = await measured(state, {
-      concurrency: 16,
-      durationMs: SECONDS * 1000,
-      op: (i) =>
-        x.call('com.atproto.repo.getRecord', {
-          params: { repo: acct.did, collection: 'app.bsky.feed.post', rkey: rkey((i * 7919) % seeded) },
-        }),
-    })
-    const listRecords = await measured(state, {
-      concurrency: 16,
-      durationMs: SECONDS * 1000,
-      op: (i) =>
-        x.call('com.atproto.repo.listRecords', {
-          params: { repo: acct.did, collection: 'app.bsky.feed.post', limit: 100, cursor: rkey((i * 7919) % seeded) },
-        }),
-    })
+    const getRecord = await measured(state, getLoad)
+    const listRecords = await measured(state, listLoad)
     // getRepo: first byte, throughput, RSS growth while it streams
     const c0 = cpuMs(state.pid)
     const exp = await rssDuring(state.pid, async () => {
@@ -277,21 +305,13 @@ async function repoCurve() {
     const exportCpu = cpuMs(state.pid) - c0
     const car = exp.out.car
     // importRepo of that CAR back into the same account, emptied first (import takes only an
-    // empty repository): at the largest size only, as emptying costs what growing did
+    // empty repository), at the largest size only: emptied in the store with the server stopped
+    // (seed.js empty), and the restart makes the peak RSS (VmHWM) the import's own
     let imp
     if (size === SIZES.records.at(-1)) {
-      for (const collection of ['app.bsky.feed.post']) {
-        for (;;) {
-          const page = await x.call('com.atproto.repo.listRecords', { params: { repo: acct.did, collection, limit: 100 } })
-          if (!page.records.length) break
-          const writes = page.records.map((r) => ({
-            $type: 'com.atproto.repo.applyWrites#delete',
-            collection,
-            rkey: r.uri.split('/').pop(),
-          }))
-          await x.call('com.atproto.repo.applyWrites', { token, body: { repo: acct.did, writes } })
-        }
-      }
+      await state.stop()
+      await seed(state, 'empty', acct.did)
+      await state.start()
       imp = await rssDuring(state.pid, async () => {
         const t = performance.now()
         await x.call('com.atproto.repo.importRepo', { token, body: car, encoding: 'application/vnd.ipld.car' })
@@ -332,7 +352,8 @@ async function accountsCurve() {
     const state = await newState()
     const t0 = performance.now()
     await seed(state, 0, n)
-    log(`accounts: ${n} seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    const seedS = (performance.now() - t0) / 1000
+    log(`accounts: ${n} seeded in ${seedS.toFixed(1)} s`)
     const startMs = await state.start()
     await sleep(2000)
     const idleRssMiB = +memory(state.pid).rssMiB.toFixed(1)
@@ -340,13 +361,13 @@ async function accountsCurve() {
     const pick = (i) => `s${(i * 7919) % n}x.test`
     const sessions = []
     for (let i = 0; i < 16; i++) sessions.push(await login(x, pick(i)))
-    const getSession = await measured(state, {
+    const getSessionLoad = {
       concurrency: 16,
       durationMs: SECONDS * 1000,
       op: (i, w) => x.call('com.atproto.server.getSession', { token: sessions[w].accessJwt }),
-    })
-    const createSession = await measured(state, { concurrency: 4, durationMs: SECONDS * 1000, op: (i) => login(x, pick(i + 100)) })
-    const createRecord = await measured(state, {
+    }
+    const createSessionLoad = { concurrency: 4, durationMs: SECONDS * 1000, op: (i) => login(x, pick(i + 100)) }
+    const createRecordLoad = {
       concurrency: 8,
       durationMs: SECONDS * 1000,
       op: (i, w) =>
@@ -365,10 +386,26 @@ async function accountsCurve() {
             },
           },
         }),
-    })
+    }
+    // each size is a fresh server: every op warmed before any is measured
+    for (const load of [getSessionLoad, createSessionLoad, createRecordLoad]) await warm(load)
+    const getSession = await measured(state, getSessionLoad)
+    const createSession = await measured(state, createSessionLoad)
+    const createRecord = await measured(state, createRecordLoad)
     // backfill: one consumer from cursor 0 over the whole log (two events per account and more)
     const backfill = await replay(state.url)
-    emit({ curve: 'accounts', accounts: n, startMs: +startMs.toFixed(0), idleRssMiB, getSession, createSession, createRecord, backfill })
+    emit({
+      curve: 'accounts',
+      accounts: n,
+      startMs: +startMs.toFixed(0),
+      startCpuMs: state.startCpuMs,
+      seedS: +seedS.toFixed(1),
+      idleRssMiB,
+      getSession,
+      createSession,
+      createRecord,
+      backfill,
+    })
     await x.close()
     await state.dispose()
   }

@@ -65,11 +65,14 @@ export type ReclaimOptions = {
   quietCpu: number
   /** resident memory must have grown this much since the last reclaim for another to be worth it */
   minGrowthBytes: number
-  /** collect once right away: the caller has just started up */
+  /** collect once soon, quiet or not (START_LATEST): the caller has just started up */
   atStart: boolean
   /** gives the C heap's free pages back after each collection (loadMallocTrim) */
   trim: (() => boolean) | null
 }
+
+/** the check by which the start-up collection runs even when the process was never quiet */
+const START_LATEST = 3
 
 const RECLAIM: Omit<ReclaimOptions, 'trim'> = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20, atStart: true }
 
@@ -78,7 +81,7 @@ const RECLAIM: Omit<ReclaimOptions, 'trim'> = { checkMs: 500, quietChecks: 2, qu
  * V8 keeps the heap it grew under load, and pools freed pages, until a collection made to reduce
  * memory; nothing in an idle server triggers one, and glibc keeps freed C memory in its arenas.
  * This runs that collection, then a malloc trim (together a synchronous pause, typically 50-300
- * ms), when called (`atStart`), then at most once per quiet spell and only after resident memory
+ * ms), soon after the call (`atStart`), then at most once per quiet spell and only after resident memory
  * grew, so a steady trickle of requests does not pay it again and again. Needs `gc` (V8_FLAGS);
  * without it this does nothing.
  */
@@ -104,15 +107,24 @@ export function reclaimWhenIdle(
     cpu = process.cpuUsage()
     onReclaim({ rssBefore: rss, rssAfter, ms: performance.now() - t0 })
   }
-  // start-up's garbage (module loading, migrations) at once: on a busy machine the first quiet
-  // spell came seconds later, and until then the server held it
-  if (o.atStart) reclaim(process.memoryUsage.rss())
+  // start-up's garbage (module loading, migrations): at the first quiet check, or the
+  // START_LATEST-th whatever the load (on a busy machine the first quiet spell came seconds
+  // later, and until then the server held it). Not before the first check: the collection is a
+  // synchronous pause, and the first requests after a start are answered before it
+  let startPending = o.atStart
+  let checks = 0
   const timer = setInterval(() => {
     const used = process.cpuUsage(cpu)
     cpu = process.cpuUsage()
     const rss = process.memoryUsage.rss()
     floor = Math.min(floor, rss)
-    if ((used.user + used.system) / 1000 > o.checkMs * o.quietCpu) {
+    const isQuiet = (used.user + used.system) / 1000 <= o.checkMs * o.quietCpu
+    if (startPending && (isQuiet || ++checks >= START_LATEST)) {
+      startPending = false
+      reclaim(rss)
+      return
+    }
+    if (!isQuiet) {
       quiet = 0
       return
     }

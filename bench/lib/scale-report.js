@@ -1,6 +1,8 @@
 // bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg from the points of one `make bench-scale` run: a table per
-// curve, and a chart drawn here from the same numbers (plain SVG, no plotting package).
-import { writeFileSync } from 'node:fs'
+// curve, and a chart drawn here from the same numbers (plain SVG, no plotting package). The full
+// mode (no QUICK=1) writes SCALE-full.md and scale-<db>-full.svg beside them.
+import { readFileSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -106,25 +108,37 @@ export function writeReport(points, { quick, db, jsonl }) {
     ...panels.map((p, i) => panel({ ...p, x0: (i % cols) * W, y0: 24 + Math.floor(i / cols) * H, w: W, h: H })),
     '</svg>',
   ].join('\n')
-  const svgName = `scale-${db}.svg`
+  // the full mode keeps its own files: a QUICK=1 run does not overwrite its larger sizes
+  const full = quick ? '' : '-full'
+  const svgName = `scale-${db}${full}.svg`
   writeFileSync(path.join(BENCH, svgName), svg)
 
   const md = [
     `# make bench-scale results (${db})`,
     '',
-    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: \`${path.relative(path.dirname(BENCH), jsonl)}\` (not committed). Chart: [${svgName}](${svgName}).`,
+    `Run: ${new Date().toISOString().slice(0, 16)} UTC${quick ? ', QUICK=1' : ''}; raw points: ${[jsonl]
+      .flat()
+      .map((f) => `\`${path.relative(path.dirname(BENCH), path.resolve(f))}\``)
+      .join(', ')} (not committed). Chart: [${svgName}](${svgName}).`,
     '',
   ]
+  const loads = points.map((p) => p.load1).filter((v) => v !== undefined)
+  if (loads.length) {
+    md.push(
+      `Machine load (1-minute average) at the points: ${Math.min(...loads).toFixed(1)} to ${Math.max(...loads).toFixed(1)} on ${os.cpus().length} cores. CPU per op is the server's own; the wall-clock figures (start to first answer, records/s, lags) stretch with the load.`,
+      '',
+    )
+  }
   if (repo.length) {
     md.push(
       '## Repository size',
       '',
-      '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB |',
+      '| records | createRecord CPU ms/op | applyWrites records/s (CPU ms/record) | getRecord CPU ms/op | listRecords CPU ms/op | getRepo MB/s, first byte ms, RSS growth MiB | importRepo records/s, RSS growth MiB, peak RSS MiB |',
       '|---|---|---|---|---|---|---|',
     )
     for (const p of repo) {
       md.push(
-        `| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}` : '-'} |`,
+        `| ${p.records} | ${p.createRecord.cpuMsPerOp} | ${p.applyWrites.perSec} (${p.applyWrites.cpuMsPerUnit}) | ${p.getRecord.cpuMsPerOp} | ${p.listRecords.cpuMsPerOp} | ${p.getRepo.MBps}, ${p.getRepo.firstByteMs}, ${p.getRepo.rssGrowthMiB} | ${p.importRepo ? `${p.importRepo.recordsPerSec}, ${p.importRepo.rssGrowthMiB}, ${p.importRepo.peakMiB}` : '-'} |`,
       )
     }
     md.push('')
@@ -133,12 +147,12 @@ export function writeReport(points, { quick, db, jsonl }) {
     md.push(
       '## Accounts',
       '',
-      '| accounts | start to first answer ms | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |',
-      '|---|---|---|---|---|---|---|',
+      '| accounts | seeded in s | start to first answer ms (server CPU ms by then) | idle RSS MiB | getSession CPU ms/op | createSession CPU ms/op | createRecord CPU ms/op | backfill from 0: events, events/s |',
+      '|---|---|---|---|---|---|---|---|',
     )
     for (const p of accts) {
       md.push(
-        `| ${p.accounts} | ${p.startMs} | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`,
+        `| ${p.accounts} | ${p.seedS ?? '-'} | ${p.startMs} (${p.startCpuMs ?? '-'}) | ${p.idleRssMiB} | ${p.getSession.cpuMsPerOp} | ${p.createSession.cpuMsPerOp} | ${p.createRecord.cpuMsPerOp} | ${p.backfill.events}, ${p.backfill.perSec} |`,
       )
     }
     md.push('')
@@ -167,5 +181,19 @@ export function writeReport(points, { quick, db, jsonl }) {
     for (const p of backfill) md.push(`| ${p.events} | ${p.perSec} | ${p.MBps} | ${p.cpuUsPerEvent} | ${p.rssGrowthMiB} |`)
     md.push('')
   }
-  writeFileSync(path.join(BENCH, db === 'sqlite' ? 'SCALE.md' : `SCALE-${db}.md`), md.join('\n'))
+  writeFileSync(path.join(BENCH, db === 'sqlite' ? `SCALE${full}.md` : `SCALE-${db}${full}.md`), md.join('\n'))
+}
+
+// `node bench/lib/scale-report.js [--quick] <points.jsonl>...`: the report again from saved points,
+// e.g. the curves of a full mode run one by one (`--only repo`, then `--only accounts`)
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2)
+  const files = args.filter((a) => !a.startsWith('--'))
+  const points = files.flatMap((f) =>
+    readFileSync(f, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l)),
+  )
+  writeReport(points, { quick: args.includes('--quick'), db: points[0]?.db ?? 'sqlite', jsonl: files })
 }

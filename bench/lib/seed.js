@@ -6,6 +6,10 @@
 // SEED_PASSWORD and one shared signing key. Not a product path: the bench only.
 //
 //   node bench/lib/seed.js <from> <count>    (the server's PDS_* environment)
+//   node bench/lib/seed.js empty <did>       the repository's records and references removed, so
+//                                            importRepo (which takes only an empty repository)
+//                                            can run again: emptying a million records through
+//                                            applyWrites costs as much as writing them
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { hashPassword } from '../../dist/account/password.js'
 import { loadConfig } from '../../dist/config.js'
@@ -17,13 +21,26 @@ import { accountEvent, identityEvent } from '../../dist/sequencer/index.js'
 const SEED_PASSWORD = 'bench-scale-password'
 const seedHandle = (i) => `s${i}x.test`
 
-const [from, count] = process.argv.slice(2).map(Number)
 const config = loadConfig(process.env)
 const db = await openDb(config.db)
+if (process.argv[2] === 'empty') {
+  const did = process.argv[3]
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('record_blob').where('did', '=', did).execute()
+    await trx.deleteFrom('record').where('did', '=', did).execute()
+  })
+  await db.destroy()
+  process.exit(0)
+}
+const [from, count] = process.argv.slice(2).map(Number)
 const rotationKey = await Secp256k1Keypair.import(config.secrets.plcRotationKey)
 const signingKey = await Secp256k1Keypair.create({ exportable: true })
 const privateHex = Buffer.from(await signingKey.export()).toString('hex')
 const passwordHash = await hashPassword(SEED_PASSWORD)
+// a key's did:key decompresses its point each time it is asked for (more than a signature costs)
+const rotationDid = rotationKey.did()
+const signingDid = signingKey.did()
+const signingMultibase = signingDid.replace(/^did:key:/, '')
 const now = new Date().toISOString()
 const BATCH = 200
 for (let start = from; start < from + count; start += BATCH) {
@@ -34,8 +51,8 @@ for (let start = from; start < from + count; start += BATCH) {
     const signed = await signOp(
       {
         type: 'plc_operation',
-        rotationKeys: [rotationKey.did()],
-        verificationMethods: { atproto: signingKey.did() },
+        rotationKeys: [rotationDid],
+        verificationMethods: { atproto: signingDid },
         alsoKnownAs: [`at://${handle}`],
         services: { atproto_pds: { type: 'AtprotoPersonalDataServer', endpoint: config.publicUrl } },
         prev: null,
@@ -62,10 +79,7 @@ for (let start = from; start < from + count; start += BATCH) {
           invites_disabled: 0,
         })
         .execute()
-      await trx
-        .insertInto('signing_key')
-        .values({ did, private_key_hex: privateHex, public_key_multibase: signingKey.did().replace(/^did:key:/, '') })
-        .execute()
+      await trx.insertInto('signing_key').values({ did, private_key_hex: privateHex, public_key_multibase: signingMultibase }).execute()
       await appendOp(trx, did, 0, signed)
       await identityEvent(trx, did, handle)
       await accountEvent(trx, did, 'active')

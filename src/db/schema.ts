@@ -207,6 +207,8 @@ export interface RecordTable {
   indexed_at: string
   /** the moderation reference while taken down (migration 007); null otherwise */
   takedown_ref?: Generated<string | null>
+  /** the value as the JSON text reads send (repo/record-json.ts); null for records from before it was kept */
+  value_json?: string | null
 }
 
 export interface RecordBlobTable {
@@ -224,6 +226,8 @@ export interface BlobTable {
   created_at: string
   /** the moderation reference while taken down (migration 007); null otherwise */
   takedown_ref?: Generated<string | null>
+  /** the value as the JSON text reads send (repo/record-json.ts); null for records from before it was kept */
+  value_json?: string | null
 }
 
 /** reserveSigningKey: keyed by DID, no link to an account; consumed by createAccount */

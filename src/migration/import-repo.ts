@@ -25,6 +25,7 @@ import { cidKey, dagCborCid, keyToCidString } from '../repo/cid-string.js'
 import { appendCommitOrSync, appendSyncEvent, MAX_COMMIT_OPS } from '../repo/events.js'
 import { MstError, mstItems } from '../repo/mst-walk.js'
 import { blobRefs } from '../repo/prepare.js'
+import { recordValueJson } from '../repo/record-json.js'
 import { scanRecord } from '../repo/record-scan.js'
 import { signingKeyFor } from '../repo/writer.js'
 
@@ -125,7 +126,13 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     let batchBytes = 0
     const flush = async () => {
       await bulkInsert(trx, db.dialect, 'repo_block', ['did', 'cid', 'repo_rev', 'size', 'content'], blockRows)
-      await bulkInsert(trx, db.dialect, 'record', ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at'], recordRows)
+      await bulkInsert(
+        trx,
+        db.dialect,
+        'record',
+        ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at', 'value_json'],
+        recordRows,
+      )
       await bulkInsert(trx, db.dialect, 'record_blob', ['did', 'blob_cid', 'record_uri'], refRows)
       blockRows = []
       recordRows = []
@@ -145,13 +152,15 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
       if (row.leaf) {
         const uri = prefix + row.leaf.path
         const slash = row.leaf.path.indexOf('/')
-        recordRows.push(uri, did, row.leaf.path.slice(0, slash), row.leaf.path.slice(slash + 1), cid, rev, now)
+        const json = importedJson(row.bytes)
+        recordRows.push(uri, did, row.leaf.path.slice(0, slash), row.leaf.path.slice(slash + 1), cid, rev, now, json)
+        batchBytes += json?.length ?? 0
         for (const blob of row.leaf.blobs) refRows.push(did, blob, uri)
         if (small) ops.push({ action: 'create', path: row.leaf.path, cid: parseCid(cid) })
       }
       if (
         blockRows.length >= BATCH_ROWS * 5 ||
-        recordRows.length >= BATCH_ROWS * 7 ||
+        recordRows.length >= BATCH_ROWS * 8 ||
         refRows.length >= BATCH_ROWS * 3 ||
         batchBytes >= BATCH_BYTES
       ) {
@@ -235,6 +244,18 @@ function recordBlobs(key: string, bytes: Uint8Array): string[] {
     throw xrpcError('InvalidCar', `Record ${key} is not an object`)
   }
   return blobRefs(value)
+}
+
+/**
+ * the JSON text reads send for an imported record; null for one valid as DAG-CBOR but outside the
+ * data model (a 64-bit integer), which reads then decode from its block as before
+ */
+function importedJson(bytes: Uint8Array): string | null {
+  try {
+    return recordValueJson(bytes)
+  } catch {
+    return null
+  }
 }
 
 /** the data CID of a repository without records */

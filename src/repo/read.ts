@@ -5,7 +5,7 @@ import type { AccountRow } from '../account/store.js'
 import type { Db } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
-import { cachedRecord, rememberRecord } from './record-cache.js'
+import { cachedRecord, recordEnvelope, rememberRecord } from './record-cache.js'
 import type { Store } from '../db/schema.js'
 
 const accountByDid = prepared((db: Store, did: string) =>
@@ -51,21 +51,21 @@ export async function ownRepo(db: Db, repo: string, did: string) {
 }
 
 // a taken-down record reads as absent; the condition rides on the lookup every read makes anyway
-const recordCid = prepared((db: Store, uri: string) =>
-  db.selectFrom('record').select('cid').where('uri', '=', uri).where('takedown_ref', 'is', null),
+const recordRow = prepared((db: Store, uri: string) =>
+  db.selectFrom('record').select(['uri', 'cid', 'value_json']).where('uri', '=', uri).where('takedown_ref', 'is', null),
 )
 
 /** repo.getRecord: the record's CID and the record as JSON text; undefined when there is none or it is taken down */
 export async function recordAsJson(db: Store, did: string, uri: string) {
-  const [row] = await recordCid(db, uri)
+  const [row] = await recordRow(db, uri)
   if (!row) return undefined
-  const [json] = await asJson(db, did, [{ uri, cid: row.cid }])
+  const [json] = await asJson(db, did, [row])
   return json === undefined ? undefined : { cid: row.cid, json }
 }
 
 // listRecords pages by shape: direction, with or without a cursor, and the limit, which is part
 // of the SQL text (SQLite re-prepares a statement whose LIMIT is a bound parameter on every run)
-type PageRow = { uri: string; cid: string }
+type PageRow = { uri: string; cid: string; value_json?: string | null }
 const pageQueries = new Map<string, (db: Store, did: string, collection: string, cursor?: string) => Promise<PageRow[]>>()
 
 function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
@@ -75,7 +75,7 @@ function pageQuery(asc: boolean, withCursor: boolean, limit: number) {
     const page = (db: Store, did: string, collection: string) =>
       db
         .selectFrom('record')
-        .select(['uri', 'cid'])
+        .select(['uri', 'cid', 'value_json'])
         .where('did', '=', did)
         .where('collection', '=', collection)
         .where('takedown_ref', 'is', null)
@@ -108,12 +108,20 @@ export async function recordPageAsJson(
   return { records, cursor: last?.slice(last.lastIndexOf('/') + 1) }
 }
 
-/** each record as JSON text: from the cache, else from its block (undefined where the block is gone) */
+/**
+ * each record as JSON text: from the value text its row keeps; a row from before that text was
+ * kept from the cache, else from its block (undefined where the block is gone)
+ */
 async function asJson(db: Store, did: string, rows: PageRow[]): Promise<(string | undefined)[]> {
   const out: (string | undefined)[] = new Array(rows.length)
   let missing: Set<string> | undefined
   for (let i = 0; i < rows.length; i++) {
-    const json = cachedRecord(rows[i].uri, rows[i].cid)
+    const { uri, cid, value_json } = rows[i]
+    if (value_json != null) {
+      out[i] = recordEnvelope(uri, cid, value_json)
+      continue
+    }
+    const json = cachedRecord(uri, cid)
     if (json === undefined) (missing ??= new Set()).add(rows[i].cid)
     out[i] = json
   }
@@ -126,7 +134,7 @@ async function asJson(db: Store, did: string, rows: PageRow[]): Promise<(string 
     .execute()
   const content = new Map(blocks.map((b) => [b.cid, new Uint8Array(b.content)]))
   for (let i = 0; i < rows.length; i++) {
-    const block = out[i] === undefined ? content.get(rows[i].cid) : undefined
+    const block = out[i] === undefined && rows[i].value_json == null ? content.get(rows[i].cid) : undefined
     if (block) out[i] = rememberRecord(rows[i].uri, rows[i].cid, block)
   }
   return out

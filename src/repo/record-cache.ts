@@ -1,12 +1,11 @@
-// Records as the JSON text getRecord and listRecords send ({"uri","cid","value"}), remembered by
-// CID and checked against the URI. The index row (URI and CID) is read on every request and a CID
+// Records as the JSON text getRecord and listRecords send ({"uri","cid","value"}) for records
+// whose index row has no value text (written before it was kept there), remembered by CID and
+// checked against the URI. The index row (URI and CID) is read on every request and a CID
 // names one content for good, so an entry is never stale: a put gives the record a new CID, a
 // delete removes its row, on whichever process it happens. Bounded by size; eviction gives each
 // entry used since its last turn a second chance (a hit only sets a flag: a listRecords page is a
 // hundred hits).
-import { lexToJson } from '@atproto/lexicon'
-import { decode as decodeCbor, type TagDecoder } from 'cborg'
-import { CID } from 'multiformats/cid'
+import { recordValueJson } from './record-json.js'
 
 const MAX_BYTES = 8 * 1024 * 1024
 /** map slot, entry object and string headers, beside the characters themselves */
@@ -27,10 +26,14 @@ export function cachedRecord(uri: string, cid: string): string | undefined {
   return hit.json
 }
 
+/** what getRecord sends and listRecords lists: the record's URI, CID and value */
+export function recordEnvelope(uri: string, cid: string, valueJson: string): string {
+  return `{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(cid)},"value":${valueJson}}`
+}
+
 /** the record as JSON text, its value from the stored block (the JSON data model: {$link}, {$bytes}) */
 export function rememberRecord(uri: string, cid: string, block: Uint8Array): string {
-  const value = JSON.stringify(lexToJson(recordJson(block)))
-  const json = `{"uri":${JSON.stringify(uri)},"cid":${JSON.stringify(cid)},"value":${value}}`
+  const json = recordEnvelope(uri, cid, recordValueJson(block))
   // V8 keeps an all-ASCII string at one byte a character, any other at two
   const size = ENTRY_OVERHEAD + cid.length + uri.length + (ASCII.test(json) ? 1 : 2) * json.length
   if (size > MAX_BYTES / 64) return json
@@ -53,17 +56,4 @@ export function rememberRecord(uri: string, cid: string, block: Uint8Array): str
     }
   }
   return json
-}
-
-// DAG-CBOR tag 42 is a CID (after a 0x00 prefix); a record value carries it as {$link}
-const recordTags: TagDecoder[] = []
-recordTags[42] = (bytes: Uint8Array) => ({ $link: CID.decode(bytes.subarray(1)).toString() })
-
-/**
- * A stored record block as the value repo.getRecord / listRecords return: one decoding pass
- * straight to the JSON data model's shapes (a CID as {$link}); byte strings stay bytes, which
- * lexToJson writes as {$bytes}. Blocks are ours, written by the DAG-CBOR encoder.
- */
-function recordJson(bytes: Uint8Array): { [k: string]: unknown } {
-  return decodeCbor(bytes, { tags: recordTags }) as { [k: string]: unknown }
 }

@@ -18,6 +18,7 @@ import type { PreparedWrite } from './prepare.js'
 import { SqlRepoStorage } from './storage.js'
 import type { Store } from '../db/schema.js'
 import { putTree, takeTree } from './tree-cache.js'
+import { recordValueJson } from './record-json.js'
 
 export type CommitRef = { cid: string; rev: string }
 export type WriteResult =
@@ -54,7 +55,7 @@ export async function createEmptyRepo(trx: Store, did: string, keypair: Keypair)
   return { cid: commit.cid.toString(), rev: commit.rev }
 }
 
-// rows per multi-row statement: at most seven parameters each
+// rows per multi-row statement: at most eight parameters each
 const CHUNK = 500
 
 /** the record and record_blob rows after `results`; returns the change in the number of records */
@@ -70,8 +71,16 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
       deleted.push(w.uri)
       continue
     }
-    if (r.action === 'create') created.push(w.uri, did, w.collection, w.rkey, r.cid, rev, now)
-    else await exec(trx, dialect, 'update record set cid = ?, rev = ?, indexed_at = ? where uri = ?', [r.cid, rev, now, w.uri])
+    const json = recordValueJson(w.bytes)
+    if (r.action === 'create') created.push(w.uri, did, w.collection, w.rkey, r.cid, rev, now, json)
+    else
+      await exec(trx, dialect, 'update record set cid = ?, rev = ?, indexed_at = ?, value_json = ? where uri = ?', [
+        r.cid,
+        rev,
+        now,
+        json,
+        w.uri,
+      ])
     for (const b of w.blobs) blobs.push(did, b, w.uri)
   }
   const uris = results.map((r) => r.uri)
@@ -83,12 +92,12 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
     const part = deleted.slice(i, i + CHUNK)
     await exec(trx, dialect, `delete from record where uri in ${inList(part.length)}`, part)
   }
-  for (let i = 0; i < created.length; i += CHUNK * 7) {
-    const part = created.slice(i, i + CHUNK * 7)
+  for (let i = 0; i < created.length; i += CHUNK * 8) {
+    const part = created.slice(i, i + CHUNK * 8)
     await exec(
       trx,
       dialect,
-      `insert into record (uri, did, collection, rkey, cid, rev, indexed_at) values ${valuesList(part.length / 7, 7)}`,
+      `insert into record (uri, did, collection, rkey, cid, rev, indexed_at, value_json) values ${valuesList(part.length / 8, 8)}`,
       part,
     )
   }
@@ -96,7 +105,7 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
     const part = blobs.slice(i, i + CHUNK * 3)
     await exec(trx, dialect, `insert into record_blob (did, blob_cid, record_uri) values ${valuesList(part.length / 3, 3)}`, part)
   }
-  return created.length / 7 - deleted.length
+  return created.length / 8 - deleted.length
 }
 
 /** the repository's current commit and tree: the cached one when it is still current */

@@ -290,17 +290,25 @@ export class Firehose {
     const newest = await this.maxSeq()
     let total = 0
     for (;;) {
+      // along the time index: ordered by seq, the store walked every event younger than the
+      // cutoff to find none older (the whole log at start-up, hundreds of MB on a large host)
       const batch = await this.db
         .selectFrom('event')
         .select('seq')
         .where('sequenced_at', '<', cutoff)
         .where('seq', '<', newest)
-        .orderBy('seq')
+        .orderBy('sequenced_at')
         .limit(1000)
         .execute()
       if (!batch.length) return total
-      const last = batch[batch.length - 1].seq
-      await this.db.deleteFrom('event').where('seq', '<=', last).where('sequenced_at', '<', cutoff).where('seq', '<', newest).execute()
+      await this.db
+        .deleteFrom('event')
+        .where(
+          'seq',
+          'in',
+          batch.map((b) => b.seq),
+        )
+        .execute()
       total += batch.length
     }
   }
