@@ -282,13 +282,14 @@ describe('auth policy per credential', () => {
         expect(session.body.did).toBe(acct.did)
         expect(session.body).not.toHaveProperty('email')
         expect(session.body).not.toHaveProperty('emailConfirmed')
+        expect(session.body).not.toHaveProperty('emailAuthFactor')
         const status = await dpopCall(s, 'com.atproto.server.checkAccountStatus')
         expect(status.status).toBe(200)
         expect(status.body).not.toHaveProperty('email')
         expect(status.body).not.toHaveProperty('emailConfirmed')
       }
       const { data } = await acct.agent.com.atproto.server.getSession()
-      expect([data.email, data.emailConfirmed]).toEqual([acct.email, false])
+      expect([data.email, data.emailConfirmed, data.emailAuthFactor]).toEqual([acct.email, false, false])
     })
   })
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { signEs256k } from '../src/oauth/es256k.js'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
-import { openPage, post } from './oauth-helpers.js'
+import { openPage, post, signInAndAllow } from './oauth-helpers.js'
 
 let pds: TestPds
 let plc: Server
@@ -62,11 +62,7 @@ async function signInThroughForm(authUrl: URL, handle: string) {
   const page = await openPage(pds.url, requestUri)
   expect(page.status).toBe(200)
   expect(page.html).toContain(`value="${handle}"`) // login_hint from the client
-  const res = await post(
-    `${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
-    { handle, password: PASSWORD, action: 'allow', csrf_token: page.csrf },
-    { cookie: page.cookie },
-  )
+  const res = await signInAndAllow(pds.url, requestUri, { handle, password: PASSWORD }, page)
   expect(res.status, res.text).toBe(302)
   return new URL(res.headers.get('location')!)
 }

@@ -137,6 +137,27 @@ describe('second factors', () => {
       await expect(login(acct.handle, code)).rejects.toMatchObject({ error: 'InvalidToken' })
     })
 
+    it('expire after their time, and at most five are mailed an hour', async () => {
+      const acct = await confirmedAccount()
+      await setEmailFactor(acct, true)
+      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired' })
+      const late = signInCode(acct.email)
+      await deps()
+        .db.updateTable('sign_in_code')
+        .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('did', '=', acct.did)
+        .execute()
+      await expect(login(acct.handle, late)).rejects.toMatchObject({ status: 400, error: 'ExpiredToken' })
+
+      const before = sink.received.length
+      for (let i = 0; i < 4; i++)
+        await expect(login(i % 2 ? acct.email : acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired' })
+      await expect(login(acct.email)).rejects.toMatchObject({ status: 429, error: 'RateLimitExceeded', message: /sign-in codes/ })
+      expect(sink.received.length).toBe(before + 4)
+      // the latest code mailed still works
+      expect((await login(acct.did, signInCode(acct.email))).data.did).toBe(acct.did)
+    })
+
     it('are skipped by app passwords, and gone once switched off', async () => {
       const acct = await confirmedAccount()
       await setEmailFactor(acct, true)
@@ -189,11 +210,29 @@ describe('second factors', () => {
       expect(await beginTotp(deps(), acct.did, acct.handle)).toEqual({ alreadyOn: true })
     })
 
+    it('keep each secret sealed to its account: a row copied onto another account does not open', async () => {
+      const victim = await withTotp()
+      await confirmTotp(deps(), victim.did, codeAt(victim.setup))
+      const attacker = await withTotp()
+      await confirmTotp(deps(), attacker.did, codeAt(attacker.setup))
+      const { secret_sealed } = await deps()
+        .db.selectFrom('totp')
+        .select('secret_sealed')
+        .where('did', '=', attacker.did)
+        .executeTakeFirstOrThrow()
+      await deps().db.updateTable('totp').set({ secret_sealed }).where('did', '=', victim.did).execute()
+      await expect(login(victim.handle, codeAt(attacker.setup, Date.now() + 30_000))).rejects.toMatchObject({ error: 'InvalidToken' })
+    })
+
     it('ask for the app code at createSession, accept it once, and accept the next step', async () => {
       const acct = await withTotp()
       const first = codeAt(acct.setup)
       await confirmTotp(deps(), acct.did, first)
-      await expect(login(acct.handle)).rejects.toMatchObject({ status: 401, error: 'AuthFactorTokenRequired', message: /authenticator app/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        status: 401,
+        error: 'AuthFactorTokenRequired',
+        message: /authenticator app/,
+      })
       // confirming used that step: the same code again is a replay
       await expect(login(acct.handle, first)).rejects.toMatchObject({ status: 400, error: 'InvalidToken' })
       const next = codeAt(acct.setup, Date.now() + 30_000)
@@ -218,7 +257,10 @@ describe('second factors', () => {
       const acct = await withTotp()
       await confirmTotp(deps(), acct.did, codeAt(acct.setup))
       await setEmailFactor(acct, true)
-      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired', message: /^A sign in code has been sent.*authenticator app/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        error: 'AuthFactorTokenRequired',
+        message: /^A sign in code has been sent.*authenticator app/,
+      })
       expect((await login(acct.handle, signInCode(acct.email))).data.did).toBe(acct.did)
       expect((await login(acct.handle, codeAt(acct.setup, Date.now() + 30_000))).data.did).toBe(acct.did)
     })
@@ -279,7 +321,10 @@ describe('second factors', () => {
       const reg = await verifyPasskeyRegistration(deps(), acct.did, auth.register(await passkeyRegistrationOptions(deps(), acct)), 'Key')
       if (!reg.ok) throw new Error(reg.message)
       // createSession has no way to run the ceremony: it points to the browser, app passwords and recovery codes
-      await expect(login(acct.handle)).rejects.toMatchObject({ error: 'AuthFactorTokenRequired', message: /passkey.*browser.*app password.*recovery code/ })
+      await expect(login(acct.handle)).rejects.toMatchObject({
+        error: 'AuthFactorTokenRequired',
+        message: /passkey.*browser.*app password.*recovery code/,
+      })
       expect((await login(acct.handle, reg.recoveryCodes![0])).data.did).toBe(acct.did)
 
       const options = await passkeyAuthenticationOptions(deps(), acct.did)
@@ -318,7 +363,10 @@ describe('second factors', () => {
       expect(await removePasskey(deps().db, acct.did, answer.id)).toBe(true)
       expect(await factorsOf(deps().db, acct.did)).toEqual({ emailCode: false, totp: false, passkeys: 0, recoveryCodesLeft: 0 })
       expect((await login(acct.handle)).data.did).toBe(acct.did)
-      expect(await signInWithPasskey(deps(), auth.authenticate(await passkeyAuthenticationOptions(deps())))).toEqual({ ok: false, why: 'invalid' })
+      expect(await signInWithPasskey(deps(), auth.authenticate(await passkeyAuthenticationOptions(deps())))).toEqual({
+        ok: false,
+        why: 'invalid',
+      })
     })
   })
 })

@@ -67,14 +67,18 @@ export class SoftAuthenticator {
   authenticate(options: RequestOptions, tweak: { origin?: string; counter?: number; credential?: Credential } = {}) {
     const rpId = options.rpId ?? new URL(this.origin).hostname
     const allowed = options.allowCredentials?.map((c) => c.id) ?? []
-    const cred =
-      tweak.credential ?? this.credentials.find((c) => c.rpId === rpId && (allowed.length === 0 || allowed.includes(b64u(c.id))))
+    const cred = tweak.credential ?? this.credentials.find((c) => c.rpId === rpId && (allowed.length === 0 || allowed.includes(b64u(c.id))))
     if (!cred) throw new Error('no credential for this relying party')
     if (this.countSignatures) cred.counter++
     const counter = Buffer.alloc(4)
     counter.writeUInt32BE(tweak.counter ?? (this.countSignatures ? cred.counter : 0))
     const authData = Buffer.concat([sha256(rpId), Buffer.from([0x01 | 0x04]), counter])
-    const clientDataJSON = JSON.stringify({ type: 'webauthn.get', challenge: options.challenge, origin: tweak.origin ?? this.origin, crossOrigin: false })
+    const clientDataJSON = JSON.stringify({
+      type: 'webauthn.get',
+      challenge: options.challenge,
+      origin: tweak.origin ?? this.origin,
+      crossOrigin: false,
+    })
     const signature = sign('sha256', Buffer.concat([authData, sha256(clientDataJSON)]), cred.privateKey)
     return {
       id: b64u(cred.id),

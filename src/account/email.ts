@@ -31,7 +31,11 @@ export async function changeEmail(
 ): Promise<void> {
   try {
     await db.transaction().execute(async (trx) => {
-      const current = await trx.selectFrom('account').select(['email', 'email_confirmed_at']).where('did', '=', did).executeTakeFirstOrThrow()
+      const current = await trx
+        .selectFrom('account')
+        .select(['email', 'email_confirmed_at'])
+        .where('did', '=', did)
+        .executeTakeFirstOrThrow()
       let newEmail: string | undefined
       if (change.token) {
         const hit = await consumeEmailToken(trx, did, 'update-email', change.token)
@@ -42,11 +46,19 @@ export async function changeEmail(
       if (newEmail === current.email) {
         if (change.emailAuthFactor === undefined) return
         if (change.emailAuthFactor && !current.email_confirmed_at) throw needsConfirmed()
-        await trx.updateTable('account').set({ email_auth_factor: change.emailAuthFactor ? 1 : 0 }).where('did', '=', did).execute()
+        await trx
+          .updateTable('account')
+          .set({ email_auth_factor: change.emailAuthFactor ? 1 : 0 })
+          .where('did', '=', did)
+          .execute()
         return
       }
       if (change.emailAuthFactor) throw needsConfirmed()
-      await trx.updateTable('account').set({ email: newEmail, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', did).execute()
+      await trx
+        .updateTable('account')
+        .set({ email: newEmail, email_confirmed_at: null, email_auth_factor: 0 })
+        .where('did', '=', did)
+        .execute()
     })
   } catch (err) {
     if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()

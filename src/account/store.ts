@@ -90,14 +90,11 @@ export async function sessionDidDoc(db: Store, account: AccountRow | AccountWith
 
 /** the email fields of a response, for a caller allowed to read them */
 export const emailFields = (account: AccountRow, show: boolean) =>
-  show
-    ? {
-        ...(account.email ? { email: account.email } : {}),
-        emailConfirmed: !!account.email_confirmed_at,
-        // the factor counts only with a confirmed address to mail codes to
-        emailAuthFactor: account.email_auth_factor === 1 && !!account.email && !!account.email_confirmed_at,
-      }
-    : {}
+  show ? { ...(account.email ? { email: account.email } : {}), emailConfirmed: !!account.email_confirmed_at } : {}
+
+/** sessions also say whether a password sign-in asks for a mailed code (only with a confirmed address) */
+const emailAuthFactor = (account: AccountRow, show: boolean) =>
+  show ? { emailAuthFactor: account.email_auth_factor === 1 && !!account.email && !!account.email_confirmed_at } : {}
 
 /** fields every session response shares (createSession, getSession, refreshSession) */
 export async function sessionView(db: Store, account: AccountRow | AccountWithHead, publicUrl: string, showEmail = true) {
@@ -106,6 +103,7 @@ export async function sessionView(db: Store, account: AccountRow | AccountWithHe
     did: account.did,
     handle: account.handle,
     ...emailFields(account, showEmail),
+    ...emailAuthFactor(account, showEmail),
     ...(didDoc ? { didDoc } : {}),
     active: account.status === 'active',
     ...(account.status === 'active' ? {} : { status: account.status }),

@@ -42,7 +42,11 @@ export type Factors = {
 }
 
 export async function factorsOf(db: Store, did: string): Promise<Factors> {
-  const account = await db.selectFrom('account').select(['email', 'email_confirmed_at', 'email_auth_factor']).where('did', '=', did).executeTakeFirst()
+  const account = await db
+    .selectFrom('account')
+    .select(['email', 'email_confirmed_at', 'email_auth_factor'])
+    .where('did', '=', did)
+    .executeTakeFirst()
   const totp = await db.selectFrom('totp').select('did').where('did', '=', did).where('confirmed_at', 'is not', null).executeTakeFirst()
   const passkeys = await db
     .selectFrom('passkey')
@@ -98,7 +102,8 @@ export async function checkSecondFactor(
     return hit ? { ok: true, factor: 'passkey' } : invalid
   }
   if ('totp' in input) return (await verifyTotp(deps, did, input.totp)) ? { ok: true, factor: 'totp' } : invalid
-  if ('recoveryCode' in input) return (await useRecoveryCode(db, config, did, input.recoveryCode)) ? { ok: true, factor: 'recoveryCode' } : invalid
+  if ('recoveryCode' in input)
+    return (await useRecoveryCode(db, config, did, input.recoveryCode)) ? { ok: true, factor: 'recoveryCode' } : invalid
   if ('emailCode' in input) return emailResult(await checkEmailCode(db, config, did, input.emailCode))
 
   const code = input.code.trim()
@@ -119,7 +124,10 @@ const emailResult = (r: 'ok' | 'invalid' | 'expired'): SecondFactorResult =>
  * Changing the address turns them off (account/email.ts).
  */
 export async function setEmailAuthFactor(db: Store, did: string, on: boolean): Promise<boolean> {
-  let q = db.updateTable('account').set({ email_auth_factor: on ? 1 : 0 }).where('did', '=', did)
+  let q = db
+    .updateTable('account')
+    .set({ email_auth_factor: on ? 1 : 0 })
+    .where('did', '=', did)
   if (on) q = q.where('email', 'is not', null).where('email_confirmed_at', 'is not', null)
   return (await q.executeTakeFirst()).numUpdatedRows === 1n
 }

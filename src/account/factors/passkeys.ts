@@ -152,7 +152,13 @@ async function hasStrongFactor(db: Store, did: string) {
   return !!totp || !!passkey
 }
 
-const viewOf = (r: { credential_id: string; name: string; created_at: string; last_used_at: string | null; backed_up: number }): Passkey => ({
+const viewOf = (r: {
+  credential_id: string
+  name: string
+  created_at: string
+  last_used_at: string | null
+  backed_up: number
+}): Passkey => ({
   id: r.credential_id,
   name: r.name,
   createdAt: r.created_at,
@@ -167,7 +173,12 @@ export async function listPasskeys(db: Store, did: string): Promise<Passkey[]> {
 
 /** false when `did` has no passkey `id` */
 export async function renamePasskey(db: Store, did: string, id: string, name: string): Promise<boolean> {
-  const res = await db.updateTable('passkey').set({ name: cleanName(name) }).where('did', '=', did).where('credential_id', '=', id).executeTakeFirst()
+  const res = await db
+    .updateTable('passkey')
+    .set({ name: cleanName(name) })
+    .where('did', '=', did)
+    .where('credential_id', '=', id)
+    .executeTakeFirst()
   return res.numUpdatedRows === 1n
 }
 

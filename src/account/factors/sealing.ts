@@ -54,7 +54,9 @@ export const normalizeCode = (code: string) => code.toUpperCase().replace(/[^A-Z
 
 /** the stored form of a code for `did`: a keyed hash, hex */
 export const codeHash = (config: Pick<Config, 'secrets'>, did: string, code: string) =>
-  createHmac('sha256', keysOf(config).hash).update(`${did}\n${normalizeCode(code)}`).digest('hex')
+  createHmac('sha256', keysOf(config).hash)
+    .update(`${did}\n${normalizeCode(code)}`)
+    .digest('hex')
 
 /** constant-time equality of two hex hashes */
 export function sameHash(a: string, b: string): boolean {

@@ -33,7 +33,12 @@ export async function beginTotp(deps: Deps, did: string, label: string): Promise
   const on = await db.selectFrom('totp').select('did').where('did', '=', did).where('confirmed_at', 'is not', null).executeTakeFirst()
   if (on) return { alreadyOn: true }
   const secret = new Secret({ size: 20 })
-  const values = { secret_sealed: seal(config, did, secret.base32), confirmed_at: null, last_step: null, created_at: new Date().toISOString() }
+  const values = {
+    secret_sealed: seal(config, did, secret.base32),
+    confirmed_at: null,
+    last_step: null,
+    created_at: new Date().toISOString(),
+  }
   await db
     .insertInto('totp')
     .values({ did, ...values })

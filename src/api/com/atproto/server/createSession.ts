@@ -65,7 +65,11 @@ async function secondFactor(services: Deps, account: AccountRow, token: string |
     const sent = await sendEmailCode(services, { did: account.did, handle: account.handle, email: account.email })
     // clients recognise this exact sentence (the reference server's) and show a code field
     if (sent.sent) throw required(`A sign in code has been sent to your email address${app ? `; ${app} works too` : ''}`)
-    if (!app) throw xrpcError('RateLimitExceeded', `Too many sign-in codes were sent; use the latest one or try again in ${Math.ceil(sent.retryAfterS / 60)} minutes`)
+    if (!app)
+      throw xrpcError(
+        'RateLimitExceeded',
+        `Too many sign-in codes were sent; use the latest one or try again in ${Math.ceil(sent.retryAfterS / 60)} minutes`,
+      )
   }
   if (app) throw required(`Enter ${app} (or a recovery code) as the sign-in code`)
   throw required('This account signs in with a passkey: sign in through the browser, use an app password, or enter a recovery code')
