@@ -68,6 +68,7 @@ describe('store migrations', () => {
       '009-moderation',
       '012-devices',
       '013-second-factors',
+      '015-sign-in-steps',
     ])
     await again.destroy()
   })

@@ -30,6 +30,7 @@ import * as m008 from './migrations/008-handle-reuse.js'
 import * as m009 from './migrations/009-moderation.js'
 import * as m012 from './migrations/012-devices.js'
 import * as m013 from './migrations/013-second-factors.js'
+import * as m015 from './migrations/015-sign-in-steps.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
@@ -82,6 +83,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '009-moderation': m009,
   '012-devices': m012,
   '013-second-factors': m013,
+  '015-sign-in-steps': m015,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

@@ -1,6 +1,7 @@
 // The headers every HTML page of the server carries: nothing cached (pages show account data and
 // carry form tokens), no framing (a framed sign-in form invites clickjacking), and a content
-// security policy that allows no script at all and styles only from the server's own stylesheet.
+// security policy that allows styles only from the server's own stylesheet and no script, except
+// that a page offering passkeys may load the server's own static scripts (never inline ones).
 import type { Response } from 'express'
 import type { SafeHtml } from './html.js'
 
@@ -9,14 +10,17 @@ export type PageHeaderOptions = {
   /** allow <img> from any https origin (a client's logo on the consent page) */
   httpsImages?: boolean
   retryAfterS?: number
+  /** allow the server's own script files and same-origin fetches (the passkey ceremony) */
+  scripts?: boolean
 }
 
-export function contentSecurityPolicy(opts: { httpsImages?: boolean } = {}): string {
+export function contentSecurityPolicy(opts: { httpsImages?: boolean; scripts?: boolean } = {}): string {
   // no form-action: browsers apply it to the redirect back to the app after a form post
   return [
     "default-src 'none'",
     "style-src 'self'",
     `img-src 'self'${opts.httpsImages ? ' https:' : ''}`,
+    ...(opts.scripts ? ["script-src 'self'", "connect-src 'self'"] : []),
     "base-uri 'none'",
     "frame-ancestors 'none'",
   ].join('; ')

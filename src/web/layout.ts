@@ -1,6 +1,7 @@
 // The one layout of the server's pages: the server's name at the top, the page in <main>, and the
 // links the operator configured (privacy policy, terms of service) at the bottom, the same ones
-// describeServer announces. No script anywhere: every page is a plain HTML form.
+// describeServer announces. Every page is a plain HTML form that works without script; a page may
+// add the server's own static script files for what needs the browser (passkeys).
 import type { Config } from '../config.js'
 import { html, type SafeHtml } from './html.js'
 
@@ -17,7 +18,7 @@ export function serverInfo(config: Pick<Config, 'publicUrl' | 'links'>): ServerI
   }
 }
 
-export function layout(p: { title: string; server: ServerInfo; body: SafeHtml }): SafeHtml {
+export function layout(p: { title: string; server: ServerInfo; body: SafeHtml; scripts?: string[] }): SafeHtml {
   const links = [
     p.server.privacyPolicy && html`<li><a href="${p.server.privacyPolicy}">Privacy policy</a></li>`,
     p.server.termsOfService && html`<li><a href="${p.server.termsOfService}">Terms of service</a></li>`,
@@ -30,6 +31,7 @@ export function layout(p: { title: string; server: ServerInfo; body: SafeHtml })
         <meta name="referrer" content="same-origin" />
         <title>${p.title} · ${p.server.name}</title>
         <link rel="stylesheet" href="${STYLESHEET_PATH}" />
+        ${(p.scripts ?? []).map((src) => html`<script src="${src}" defer></script>`)}
       </head>
       <body>
         <a class="skip" href="#main">Skip to content</a>
