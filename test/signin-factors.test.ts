@@ -338,6 +338,10 @@ d('second factors on the sign-in page, in headless Chromium', () => {
 
       // no handle, no password: the browser offers the passkey it holds for this server
       let client = await startSignIn(page, undefined)
+      // the script is the server's own file: no inline script is allowed
+      const csp = (await page.request.get(page.url())).headers()['content-security-policy']
+      expect(csp).toContain("script-src 'self'")
+      expect(csp).not.toContain('unsafe-inline')
       await page.waitForSelector('#passkey-signin-button', { state: 'visible', timeout: 10_000 })
       expect(await page.isVisible('#passkey-needs-js')).toBe(false)
       await Promise.all([page.waitForSelector('#accept', { timeout: 10_000 }), page.click('#passkey-signin-button')])

@@ -8,9 +8,6 @@ import { PASSKEY_SCRIPT_PATH } from '../web/passkey-script.js'
 import type { Factors } from '../account/factors/index.js'
 import { clientLine, denyButton, hidden, messages, type Flow } from './page.js'
 
-/** the script a page with a passkey form loads */
-export const PASSKEY_SCRIPTS = [PASSKEY_SCRIPT_PATH]
-
 function passkeyForm(f: Flow, p: { step: string; label: string; id: string; remember?: boolean }): SafeHtml {
   return html`<form method="post" action="${f.action}" data-passkey="get" data-passkey-options="${p.step}-options" id="${p.id}" hidden>
 ${hidden(f, p.step, { passkey_response: '', ...(p.remember ? { remember: 'on' } : {}) })}
@@ -45,10 +42,12 @@ export function factorPage(f: Flow, p: { handle: string; factors: Factors }): Sa
   return layout({
     title: 'Confirm it is you',
     server: f.server,
-    scripts: factors.passkeys > 0 ? PASSKEY_SCRIPTS : undefined,
+    scripts: factors.passkeys > 0 ? [PASSKEY_SCRIPT_PATH] : undefined,
     body: html`<h1>Confirm it is you</h1>
 ${clientLine(f)}
-<p>Your password for <strong id="account-handle">@${p.handle}</strong> is right. One more step to continue to <span id="client-name">${f.client.name}</span>.</p>
+<p>Your password for <strong id="account-handle">@${p.handle}</strong> is right. One more step to continue${
+      f.client.loopback ? '' : html` to <span id="client-name">${f.client.name}</span>`
+    }.</p>
 ${messages(f)}
 ${
   factors.passkeys > 0 &&
@@ -65,7 +64,7 @@ ${
 }
 ${
   factors.emailCode &&
-  html`<form method="post" action="${f.action}">${hidden(f, 'factor-resend')}
+  html`<form method="post" action="${f.action}" class="links">${hidden(f, 'factor-resend')}
 <button type="submit" class="link" id="resend">Email me a new code</button>
 </form>`
 }
