@@ -14,7 +14,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
-const CHROMIUM = '/usr/bin/chromium'
+// PDS_TEST_CHROMIUM: another Chromium binary, where it is not installed system-wide
+const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const d = existsSync(CHROMIUM) ? describe : describe.skip
 const SCOPE = 'atproto transition:generic'
 const PASSWORD = 'browser app password'

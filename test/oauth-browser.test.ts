@@ -257,21 +257,23 @@ d('sign-in pages in headless Chromium', () => {
       await signInWithPassword(page, 'browser.test')
       expect(await page.textContent('#client-name')).toBe('Example Social')
       expect(await page.getAttribute('#client-logo', 'src')).toBe('https://app.example/logo.png')
-      expect(await page.evaluate(() => (document.querySelector('#client-logo') as HTMLImageElement).naturalWidth)).toBe(1)
+      expect(await page.evaluate<number>('document.querySelector("#client-logo").naturalWidth')).toBe(1)
       expect(await page.getAttribute('#client-uri', 'href')).toBe('https://app.example/')
       expect(await page.getAttribute('#client-tos', 'href')).toBe('https://app.example/terms')
       expect(await page.getAttribute('#client-policy', 'href')).toBe('https://app.example/privacy')
-      const groups = await page.locator('#permissions > li').evaluateAll((lis) =>
-        lis.map((li) => [li.getAttribute('data-kind'), li.querySelector('strong')!.textContent, li.querySelector('ul')!.textContent]),
-      )
+      const groups = await page
+        .locator('#permissions > li')
+        .evaluateAll((lis) =>
+          lis.map((li) => [li.getAttribute('data-kind'), li.querySelector('strong')!.textContent, li.querySelector('ul')!.textContent]),
+        )
       expect(groups.map((g) => g[0])).toEqual(['identity', 'records', 'files', 'email', 'handle', 'chat', 'services'])
-      expect(groups[1]![2]).toContain('Create, change and delete your posts')
-      expect(groups[1]![2]).toContain('Create your likes')
-      expect(groups[2]![2]).toContain('Upload images')
-      expect(groups[3]![2]).toContain('See your email address')
-      expect(groups[4]![2]).toContain('Change your handle')
-      expect(groups[5]![2]).toContain('Bluesky chat')
-      expect(groups[6]![2]).toContain('app.bsky.feed.getTimeline')
+      expect(groups[1][2]).toContain('Create, change and delete your posts')
+      expect(groups[1][2]).toContain('Create your likes')
+      expect(groups[2][2]).toContain('Upload images')
+      expect(groups[3][2]).toContain('See your email address')
+      expect(groups[4][2]).toContain('Change your handle')
+      expect(groups[5][2]).toContain('Bluesky chat')
+      expect(groups[6][2]).toContain('app.bsky.feed.getTimeline')
       // the raw scope is there, behind a disclosure
       expect(await page.isVisible('#raw-scope')).toBe(false)
       await page.click('summary')
@@ -296,16 +298,15 @@ d('sign-in pages in headless Chromium', () => {
       const seen: string[] = []
       for (let i = 0; i < 14; i++) {
         await page.keyboard.press('Tab')
-        const [label, outline] = await page.evaluate(() => {
-          const el = document.activeElement as HTMLElement
-          // past the last control focus leaves the page for the browser's own UI
+        // in the page: the focused control's name and its outline (past the last control focus
+        // leaves the page for the browser's own UI)
+        const [label, outline] = await page.evaluate<[string, string]>(`(() => {
+          const el = document.activeElement
           if (el === document.body) return ['(browser)', 'solid']
-          return [
-            el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent!.trim() : el.id || (el as HTMLInputElement).name,
-            getComputedStyle(el).outlineStyle + ' ' + getComputedStyle(el).outlineWidth,
-          ]
-        })
-        seen.push(label!)
+          const name = el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent.trim() : el.id || el.name
+          return [name, getComputedStyle(el).outlineStyle + ' ' + getComputedStyle(el).outlineWidth]
+        })()`)
+        seen.push(label)
         expect(outline, label).not.toMatch(/^none/)
       }
       for (const control of ['handle', 'password', 'remember', 'Sign in', 'Cancel', 'Forgot password?', 'Create an account']) {
@@ -313,12 +314,14 @@ d('sign-in pages in headless Chromium', () => {
       }
       // now sign in with keys only
       await page.focus('body')
-      for (let i = 0; i < 10 && (await page.evaluate(() => document.activeElement?.id)) !== 'handle'; i++) await page.keyboard.press('Tab')
+      for (let i = 0; i < 10 && (await page.evaluate<string>('document.activeElement?.id')) !== 'handle'; i++)
+        await page.keyboard.press('Tab')
       await page.keyboard.type('keys.test')
       await page.keyboard.press('Tab')
       await page.keyboard.type(PASSWORD)
       await Promise.all([page.waitForSelector('#accept', { timeout: 10_000 }), page.keyboard.press('Enter')])
-      for (let i = 0; i < 20 && (await page.evaluate(() => document.activeElement?.id)) !== 'accept'; i++) await page.keyboard.press('Tab')
+      for (let i = 0; i < 20 && (await page.evaluate<string>('document.activeElement?.id')) !== 'accept'; i++)
+        await page.keyboard.press('Tab')
       const back = await backAtApp(page, () => page.keyboard.press('Enter'))
       expect(back.searchParams.get('code')).toBeTruthy()
     } finally {

@@ -100,8 +100,14 @@ export async function signInAndAllow(
   requestUri: string,
   login: { handle: string; password: string },
   page: { csrf?: string; cookie: string },
+  extra: { remember?: string } = {},
 ) {
-  const signedIn = await submitPage(url, requestUri, { ...login, step: 'login', action: 'allow', csrf_token: page.csrf }, page.cookie)
+  const signedIn = await submitPage(
+    url,
+    requestUri,
+    { ...login, ...extra, step: 'login', action: 'allow', csrf_token: page.csrf },
+    page.cookie,
+  )
   if (signedIn.status !== 200 || !signedIn.text.includes('name="step" value="consent"')) return signedIn
   const did = /name="did" value="([^"]+)"/.exec(signedIn.text)![1]
   return submitPage(url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)

@@ -172,7 +172,7 @@ export function authorizePages(deps: Deps, permissionSets: PermissionSetsFor = a
   const silent = async (c: Ctx) => {
     const accounts = await deviceAccounts(db, c.device.id)
     const candidates = c.row.login_hint ? accounts.filter((a) => hintMatches(c.row, a)) : accounts
-    const account = candidates.length === 1 ? await usable(c.device, candidates[0]!.did, REMEMBERED_MAX_S) : undefined
+    const account = candidates.length === 1 ? await usable(c.device, candidates[0].did, REMEMBERED_MAX_S) : undefined
     if (!account) {
       await store.dropRequest(db, c.row.request_uri)
       return c.res.redirect(302, redirectTo(c.row, { error: 'login_required', error_description: 'No usable sign-in on this device' }))

@@ -48,8 +48,7 @@ const COLLECTIONS: Record<string, string> = {
   'chat.bsky.actor.declaration': 'chat settings',
 }
 
-const list = (words: string[]) =>
-  words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`
+const list = (words: string[]) => (words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`)
 const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1)
 
 function repoWords(p: RepoPermission): string {
@@ -64,7 +63,7 @@ function repoWords(p: RepoPermission): string {
 function audWords(aud: string): string {
   if (aud === '*') return 'any service'
   const [did, service] = aud.split('#')
-  return service ? `${did} (${service})` : did!
+  return service ? `${did} (${service})` : did
 }
 
 function rpcWords(p: RpcPermission): string {
@@ -75,7 +74,15 @@ function rpcWords(p: RpcPermission): string {
 
 function blobWords(p: BlobPermission): string {
   const kinds = p.accept.map((a) =>
-    a === '*/*' ? 'files of any type' : a === 'image/*' ? 'images' : a === 'video/*' ? 'videos' : a === 'audio/*' ? 'audio' : `“${a}” files`,
+    a === '*/*'
+      ? 'files of any type'
+      : a === 'image/*'
+        ? 'images'
+        : a === 'video/*'
+          ? 'videos'
+          : a === 'audio/*'
+            ? 'audio'
+            : `“${a}” files`,
   )
   return `Upload ${list(kinds)}`
 }

@@ -12,7 +12,7 @@ export class SafeHtml {
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
 
 /** text made safe for element content and quoted attribute values */
-export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ENTITIES[c]!)
+export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ENTITIES[c])
 
 type Part = SafeHtml | string | number | boolean | null | undefined | Part[]
 
@@ -26,8 +26,8 @@ function render(v: Part): string {
 /** `html\`<p>${name}</p>\``: strings are escaped, nested `html` values and arrays of them are not;
  *  null, undefined and booleans render nothing (so `${cond && html\`…\`}` works) */
 export function html(strings: TemplateStringsArray, ...values: Part[]): SafeHtml {
-  let out = strings[0]!
-  for (let i = 0; i < values.length; i++) out += render(values[i]) + strings[i + 1]!
+  let out = strings[0]
+  for (let i = 0; i < values.length; i++) out += render(values[i]) + strings[i + 1]
   return new SafeHtml(out)
 }
 
