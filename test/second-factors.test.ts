@@ -18,6 +18,7 @@ import {
   passkeyRegistrationOptions,
   removePasskey,
   renamePasskey,
+  setEmailAuthFactor,
   signInWithPasskey,
   verifyPasskeyRegistration,
   type TotpSetup,
@@ -102,6 +103,11 @@ describe('second factors', () => {
         error: 'InvalidRequest',
       })
       expect((await agent.com.atproto.server.getSession()).data.emailAuthFactor).toBe(false)
+      // the account page's switch holds to the same rule
+      expect(await setEmailAuthFactor(deps().db, agent.session!.did, true)).toBe(false)
+      const acct = await confirmedAccount()
+      expect(await setEmailAuthFactor(deps().db, acct.did, true)).toBe(true)
+      expect((await acct.agent.com.atproto.server.getSession()).data.emailAuthFactor).toBe(true)
     })
 
     it('are mailed at a password sign-in, accepted once, and a wrong one is refused', async () => {
