@@ -41,7 +41,11 @@ let REDIRECT: string
 function newClient() {
   const map = <T>() => {
     const m = new Map<string, T>()
-    return { get: async (k: string) => m.get(k), set: async (k: string, v: T) => void m.set(k, v), del: async (k: string) => void m.delete(k) }
+    return {
+      get: async (k: string) => m.get(k),
+      set: async (k: string, v: T) => void m.set(k, v),
+      del: async (k: string) => void m.delete(k),
+    }
   }
   return new NodeOAuthClient({
     clientMetadata: {
@@ -159,24 +163,28 @@ async function registerPasskey(page: Page, acct: { did: string; handle: string }
         .replace(/\+/g, '-')
         .replace(/\//g, '_')
         .replace(/=+$/, '')
-    const cred = (await navigator.credentials.create({
+    // the page's own WebAuthn API (the tests are type-checked without the DOM library)
+    type Attestation = { clientDataJSON: ArrayBuffer; attestationObject: ArrayBuffer; getTransports(): string[] }
+    type Credentials = { create(o: unknown): Promise<{ id: string; rawId: ArrayBuffer; type: string; response: Attestation }> }
+    const { credentials } = (globalThis as unknown as { navigator: { credentials: Credentials } }).navigator
+    const cred = await credentials.create({
       publicKey: {
         ...o,
         challenge: bytes(o.challenge),
         user: { ...o.user, id: bytes(o.user.id) },
         excludeCredentials: (o.excludeCredentials ?? []).map((c) => ({ ...c, id: bytes(c.id) })),
-      } as unknown as PublicKeyCredentialCreationOptions,
-    })) as PublicKeyCredential
-    const r = cred.response as AuthenticatorAttestationResponse
+      },
+    })
+    const r = cred.response
     return {
       id: cred.id,
       rawId: b64u(cred.rawId),
-      type: cred.type,
+      type: 'public-key' as const,
       clientExtensionResults: {},
       response: { clientDataJSON: b64u(r.clientDataJSON), attestationObject: b64u(r.attestationObject), transports: r.getTransports() },
     }
   }, options)
-  const result = await verifyPasskeyRegistration(pds.services, acct.did, response as never, 'Chromium')
+  const result = await verifyPasskeyRegistration(pds.services, acct.did, response, 'Chromium')
   if (!result.ok) throw new Error(result.message)
   return result
 }
@@ -284,12 +292,16 @@ d('second factors on the sign-in page, in headless Chromium', () => {
 
       // a week later the remembered sign-in has run out: password and code again
       const old = new Date(Date.now() - 8 * 24 * 3600 * 1000).toISOString()
-      await pds.services.db.updateTable('device_account').set({ authenticated_at: old, factor_at: old }).where('did', '=', acct.did).execute()
+      await pds.services.db
+        .updateTable('device_account')
+        .set({ authenticated_at: old, factor_at: old })
+        .where('did', '=', acct.did)
+        .execute()
       client = await startSignIn(page, acct.handle)
       await submit(page, '#accounts .account')
       await password(page, acct.handle)
       expect(await page.isVisible('#code')).toBe(true)
-      await enterCode(page, totp.recoveryCodes[0]!)
+      await enterCode(page, totp.recoveryCodes[0])
       await allowAndFinish(page, client, acct.did)
     } finally {
       await ctx.close()
@@ -305,20 +317,20 @@ d('second factors on the sign-in page, in headless Chromium', () => {
       let page = await first.newPage()
       let client = await startSignIn(page, acct.handle)
       await password(page, acct.handle)
-      await enterCode(page, recoveryCodes[3]!)
+      await enterCode(page, recoveryCodes[3])
       await allowAndFinish(page, client, acct.did)
 
       // another browser: the same recovery code is refused, and each wrong code costs a login attempt
       page = await second.newPage()
       client = await startSignIn(page, acct.handle)
       await password(page, acct.handle)
-      await enterCode(page, recoveryCodes[3]!)
+      await enterCode(page, recoveryCodes[3])
       expect(await page.textContent('#error')).toBe('That code is wrong or was already used.')
       // the budget counts the account: four tries in all (one spent above), then the page says wait
       await enterCode(page, '000000')
       await enterCode(page, '999999')
       expect(await page.textContent('#error')).toBe('That code is wrong or was already used.')
-      await enterCode(page, recoveryCodes[4]!)
+      await enterCode(page, recoveryCodes[4])
       expect(await page.textContent('#error')).toContain('Too many sign-in attempts')
       expect(await page.isVisible('#code')).toBe(true)
     } finally {

@@ -5,6 +5,7 @@
 // no handle and no password, also signs in: it is both factors. Either way the device session
 // records the sign-in, and the flow continues to consent exactly as after a password.
 import type { Request, Response } from 'express'
+import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import {
   checkSecondFactor,
@@ -64,7 +65,14 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
     if (!(await claimMail(db, step, first))) {
       return { status: 429, retryAfterS: 30, error: 'A code was sent moments ago. Wait a little before asking for another.' }
     }
-    const sent = await sendEmailCode(deps, { did: account.did, handle: account.handle, email: account.email })
+    let sent
+    try {
+      sent = await sendEmailCode(deps, { did: account.did, handle: account.handle, email: account.email })
+    } catch (err) {
+      if (!(err instanceof XRPCError)) throw err
+      // the mail service is down: the page still takes another factor, or a later "send again"
+      return { status: 502, error: 'The email with your code could not be sent. Try "Email me a new code" in a little while.' }
+    }
     if (!sent.sent) return kit.tooMany(sent.retryAfterS, 'codes mailed')
     return { notice: 'We emailed a sign-in code to the address of this account. It is valid for 15 minutes.' }
   }

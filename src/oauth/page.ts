@@ -120,8 +120,8 @@ export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasA
         <label for="password">Password <span class="hint">Your account password; app passwords are not accepted here.</span></label>
         <input type="password" id="password" name="password" autocomplete="current-password" required${p.handle ? html` autofocus` : ''} />
         <label class="check"
-          ><input type="checkbox" name="remember" value="on" id="remember" ${p.remember ? html` checked` : ''} /> Remember this account on this
-          device</label
+          ><input type="checkbox" name="remember" value="on" id="remember" ${p.remember ? html` checked` : ''} /> Remember this account on
+          this device</label
         >
         <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Sign in</button>${denyButton}</div>
       </form>

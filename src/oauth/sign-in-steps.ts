@@ -26,7 +26,14 @@ export async function holdPassword(
 ): Promise<HeldStep> {
   // expired steps of anybody go here, so the table stays small without a sweeper
   await db.deleteFrom('sign_in_step').where('expires_at', '<', nowIso()).execute()
-  const values = { did: s.did, remember: s.remember ? 1 : 0, failures: 0, mailed_at: null, created_at: nowIso(), expires_at: later(STEP_TTL_S) }
+  const values = {
+    did: s.did,
+    remember: s.remember ? 1 : 0,
+    failures: 0,
+    mailed_at: null,
+    created_at: nowIso(),
+    expires_at: later(STEP_TTL_S),
+  }
   await db
     .insertInto('sign_in_step')
     .values({ device_id: s.deviceId, request_uri: s.requestUri, ...values })
