@@ -1,7 +1,7 @@
 // The headers every HTML page of the server carries: nothing cached (pages show account data and
 // carry form tokens), no framing (a framed sign-in form invites clickjacking), and a content
-// security policy that allows styles only from the server's own stylesheet and no script, except
-// that a page offering passkeys may load the server's own static scripts (never inline ones).
+// security policy that allows styles only from the server's own stylesheet and no script at all,
+// or, on a page that asks, only the server's own script files talking to the server itself.
 import type { Response } from 'express'
 import type { SafeHtml } from './html.js'
 
@@ -9,18 +9,18 @@ export type PageHeaderOptions = {
   status?: number
   /** allow <img> from any https origin (a client's logo on the consent page) */
   httpsImages?: boolean
-  retryAfterS?: number
-  /** allow the server's own script files and same-origin fetches (the passkey ceremony) */
+  /** allow the server's own script files and their requests back to the server */
   scripts?: boolean
+  retryAfterS?: number
 }
 
 export function contentSecurityPolicy(opts: { httpsImages?: boolean; scripts?: boolean } = {}): string {
   // no form-action: browsers apply it to the redirect back to the app after a form post
   return [
     "default-src 'none'",
+    ...(opts.scripts ? ["script-src 'self'", "connect-src 'self'"] : []),
     "style-src 'self'",
     `img-src 'self'${opts.httpsImages ? ' https:' : ''}`,
-    ...(opts.scripts ? ["script-src 'self'", "connect-src 'self'"] : []),
     "base-uri 'none'",
     "frame-ancestors 'none'",
   ].join('; ')

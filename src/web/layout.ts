@@ -1,7 +1,7 @@
 // The one layout of the server's pages: the server's name at the top, the page in <main>, and the
 // links the operator configured (privacy policy, terms of service) at the bottom, the same ones
-// describeServer announces. Every page is a plain HTML form that works without script; a page may
-// add the server's own static script files for what needs the browser (passkeys).
+// describeServer announces. Every page is a plain HTML form; a page may add a script of the
+// server's own (passkeys need the browser's WebAuthn API), never an inline one.
 import type { Config } from '../config.js'
 import { html, type SafeHtml } from './html.js'
 
@@ -18,7 +18,7 @@ export function serverInfo(config: Pick<Config, 'publicUrl' | 'links'>): ServerI
   }
 }
 
-export function layout(p: { title: string; server: ServerInfo; body: SafeHtml; scripts?: string[] }): SafeHtml {
+export function layout(p: { title: string; server: ServerInfo; body: SafeHtml; scripts?: string[]; wide?: boolean }): SafeHtml {
   const links = [
     p.server.privacyPolicy && html`<li><a href="${p.server.privacyPolicy}">Privacy policy</a></li>`,
     p.server.termsOfService && html`<li><a href="${p.server.termsOfService}">Terms of service</a></li>`,
@@ -36,7 +36,7 @@ export function layout(p: { title: string; server: ServerInfo; body: SafeHtml; s
       <body>
         <a class="skip" href="#main">Skip to content</a>
         <header class="site">${p.server.name}</header>
-        <main id="main">${p.body}</main>
+        <main id="main" ${p.wide ? html` class="wide"` : ''}>${p.body}</main>
         <footer class="site">
           ${
             links.length
