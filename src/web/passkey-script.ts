@@ -70,6 +70,8 @@ export const PASSKEY_SCRIPT = `'use strict';
       body.set('step', form.getAttribute('data-passkey-options'));
       fetch(form.action, { method: 'POST', body: body, credentials: 'same-origin', headers: { accept: 'application/json' } })
         .then(function (res) {
+          // anything but JSON is a page: the form has expired (or the device cookie is gone)
+          if (!/json/.test(res.headers.get('content-type') || '')) throw new Error('This page has expired. Reload it and try again.');
           return res.json().then(function (json) {
             if (!res.ok) throw new Error(json.message || 'The server refused the request.');
             return json;
