@@ -2,7 +2,7 @@
 // @atproto/oauth-client-node: the emailed code (read from the mail sink), an authenticator app's
 // code, a recovery code once, wrong codes refused with a visible error and charged to the login
 // budget, a remembered device not asked again (and asked again once its sign-in is old or predates
-// the factor), and passkeys in Chromium's virtual authenticator: signing in with no password, and
+// the factor), a mail service that is down, and passkeys in Chromium's virtual authenticator: signing in with no password, and
 // as the second factor after one. With PDS_SCREENSHOTS=1 the factor step's screenshot is rewritten
 // in docs/images/; otherwise it lands in test/artifacts/.
 import { existsSync, mkdirSync } from 'node:fs'
@@ -336,6 +336,29 @@ d('second factors on the sign-in page, in headless Chromium', () => {
     } finally {
       await first.close()
       await second.close()
+    }
+  })
+
+  it('says when the code could not be mailed; the authenticator app still signs in', async () => {
+    const acct = await newAccount('maildown')
+    await acct.agent.com.atproto.server.requestEmailUpdate()
+    await acct.agent.com.atproto.server.updateEmail({ email: acct.email, emailAuthFactor: true, token: sink.tokenFor(acct.email) })
+    const totp = await withTotp(acct)
+    const ctx = await newContext()
+    const page = await ctx.newPage()
+    sink.mode = 'fail'
+    try {
+      const client = await startSignIn(page, acct.handle)
+      await password(page, acct.handle)
+      expect(await page.textContent('#error')).toContain('could not be sent')
+      expect(await page.textContent('#code-hint')).toBe(
+        'Enter the code we emailed you, the 6-digit code from your authenticator app or one of your recovery codes.',
+      )
+      await enterCode(page, totp.next())
+      await allowAndFinish(page, client, acct.did)
+    } finally {
+      sink.mode = 'ok'
+      await ctx.close()
     }
   })
 
