@@ -1,10 +1,11 @@
 // Second factors on the OAuth sign-in page, in headless Chromium, driven by the official
 // @atproto/oauth-client-node: the emailed code (read from the mail sink), an authenticator app's
 // code, a recovery code once, wrong codes refused with a visible error and charged to the login
-// budget, a remembered device not asked again (and asked again once its sign-in is old or predates
-// the factor), a mail service that is down, and passkeys in Chromium's virtual authenticator: signing in with no password, and
-// as the second factor after one. With PDS_SCREENSHOTS=1 the factor step's screenshot is rewritten
-// in docs/images/; otherwise it lands in test/artifacts/.
+// budget, a remembered device not asked again (and asked again once its sign-in is old or
+// predates the factor), a mail service that is down, and passkeys in Chromium's virtual
+// authenticator: signing in with no password, and as the second factor after one. With
+// PDS_SCREENSHOTS=1 the factor step's screenshot is rewritten in docs/images/; otherwise it lands
+// in test/artifacts/.
 import { existsSync, mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
