@@ -50,10 +50,9 @@ export function messages(f: Flow): SafeHtml {
   return html`${f.error && html`<p class="alert" role="alert" id="error">${f.error}</p>`}${f.notice && html`<p class="notice" role="status" id="notice">${f.notice}</p>`}`
 }
 
+/** where the app comes from (a loopback app's name already says it) */
 export function clientLine(f: Flow): SafeHtml {
-  return f.client.loopback
-    ? html`<p class="muted">An app on this computer</p>`
-    : html`<p class="muted break">${new URL(f.client.id).host}</p>`
+  return f.client.loopback ? html`` : html`<p class="muted break">${new URL(f.client.id).host}</p>`
 }
 
 export const denyButton = html`<button type="submit" name="action" value="deny" formnovalidate>Cancel</button>`
@@ -169,7 +168,7 @@ export function consentPage(f: Flow, p: { did: string; handle: string; words: Co
         ${c.logoUri && html`<img src="${c.logoUri}" alt="" id="client-logo" />`}
         <div>
           <h1><span id="client-name">${c.name}</span> wants to access your account</h1>
-          ${c.loopback ? html`<p class="muted">An app on this computer</p>` : html`<p class="muted break" id="client-id">${c.id}</p>`}
+          ${!c.loopback && html`<p class="muted break" id="client-id">${c.id}</p>`}
         </div>
       </div>
       ${links.length > 0 && html`<div class="links">${links}</div>`} ${messages(f)}
