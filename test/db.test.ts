@@ -69,6 +69,7 @@ describe('store migrations', () => {
       '012-devices',
       '013-second-factors',
       '014-revoked-grants',
+      '015-sign-in-steps',
       '016-record-json',
     ])
     await again.destroy()

@@ -53,13 +53,18 @@ describe('sign-in pages over HTTP', () => {
     const csp = res.headers.get('content-security-policy')!
     expect(csp).toContain("default-src 'none'")
     expect(csp).toContain("frame-ancestors 'none'")
-    expect(csp).not.toContain('script-src')
+    // scripts only from the server itself (the passkey file), never inline
+    expect(csp).toContain("script-src 'self'")
     expect(csp).not.toContain('unsafe-inline')
     const cookie = res.headers.get('set-cookie')!
     expect(cookie).toMatch(/^pds_device=[\w-]+\.[\w-]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/)
     const html = await res.text()
     expect(html).toMatch(/<link rel="stylesheet" href="\/web\/style.css"/)
-    expect(html).not.toMatch(/<script|style=/)
+    expect(html).not.toMatch(/style=/)
+    expect(html.match(/<script[^>]*>/g)).toEqual(['<script src="/web/passkey.js" defer>'])
+    const script = await fetch(`${pds.url}/web/passkey.js`)
+    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/)
+    expect(await script.text()).toContain('navigator.credentials.get')
     const css = await fetch(`${pds.url}/web/style.css`)
     expect(css.headers.get('content-type')).toMatch(/^text\/css/)
     expect(await css.text()).toContain(':focus-visible')

@@ -31,6 +31,7 @@ import * as m009 from './migrations/009-moderation.js'
 import * as m012 from './migrations/012-devices.js'
 import * as m013 from './migrations/013-second-factors.js'
 import * as m014 from './migrations/014-revoked-grants.js'
+import * as m015 from './migrations/015-sign-in-steps.js'
 import * as m016 from './migrations/016-record-json.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
@@ -85,6 +86,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '012-devices': m012,
   '013-second-factors': m013,
   '014-revoked-grants': m014,
+  '015-sign-in-steps': m015,
   '016-record-json': m016,
 }
 

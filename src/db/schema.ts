@@ -260,11 +260,26 @@ export interface DeviceAccountTable {
   remember: number
   authenticated_at: string
   created_at: string
+  /** equal to authenticated_at when that sign-in included a second factor (migration 015) */
+  factor_at: string | null
+}
+
+/** a correct password waiting for its second factor on one device, for one authorization request */
+export interface SignInStepTable {
+  device_id: string
+  request_uri: string
+  did: string
+  remember: number
+  failures: number
+  mailed_at: string | null
+  created_at: string
+  expires_at: string
 }
 
 export interface Schema {
   device: DeviceTable
   device_account: DeviceAccountTable
+  sign_in_step: SignInStepTable
   account_pref: AccountPrefTable
   account: AccountTable
   refresh_token: RefreshTokenTable

@@ -26,6 +26,9 @@ import type { ClientMetadata } from './clients.js'
 import { consentWords, type PermissionSetInfo } from './consent-words.js'
 import { consentPage, loginPage, pickerPage, resetPage, resetRequestPage, signupPage, type ClientView, type Flow } from './page.js'
 import { randomId } from './tokens.js'
+import { FACTOR_STEPS, factorSteps } from './factor-steps.js'
+import { passkeySignIn } from './factor-page.js'
+import { factorSatisfied } from './sign-in-steps.js'
 import * as store from './store.js'
 
 /** a remembered account's sign-in on this device counts this long before the password is asked again */
@@ -106,18 +109,18 @@ export function authorizePages(
     }
   }
 
-  type Shown = { status?: number; error?: string; notice?: string; retryAfterS?: number }
+  type Shown = { status?: number; error?: string; notice?: string; retryAfterS?: number; scripts?: boolean }
   const show = (c: Ctx, page: (f: Flow) => ReturnType<typeof loginPage>, o: Shown = {}) =>
-    sendPage(c.res, page(flow(c, o)), { status: o.status, retryAfterS: o.retryAfterS, httpsImages: !!c.client.logoUri })
+    sendPage(c.res, page(flow(c, o)), { status: o.status, retryAfterS: o.retryAfterS, httpsImages: !!c.client.logoUri, scripts: o.scripts })
 
   const showLogin = async (c: Ctx, handle: string | undefined, o: Shown = {}) => {
     const hasAccounts = (await deviceAccounts(db, c.device.id)).length > 0
-    show(c, (f) => loginPage(f, { handle, remember: true, hasAccounts }), o)
+    show(c, (f) => loginPage(f, { handle, remember: true, hasAccounts, passkey: passkeySignIn(f) }), { ...o, scripts: true })
   }
   const showPicker = async (c: Ctx, o: Shown = {}) => {
     const accounts = await deviceAccounts(db, c.device.id)
     if (!accounts.length) return showLogin(c, c.row.login_hint ?? undefined, o)
-    show(c, (f) => pickerPage(f, accounts), o)
+    show(c, (f) => pickerPage(f, accounts, passkeySignIn(f)), { ...o, scripts: true })
   }
   const showConsent = async (c: Ctx, account: { did: string; handle: string }, o: Shown = {}) => {
     // a set that stopped resolving since PAR is shown by its name alone; granting it then fails
@@ -171,7 +174,9 @@ export function authorizePages(
     const signedIn = await signedInAccount(db, device.id, did, maxAgeS)
     if (!signedIn) return undefined
     const account = await findAccount(db, did)
-    return account && account.status !== 'takendown' && account.status !== 'deleted' ? signedIn : undefined
+    if (!account || account.status === 'takendown' || account.status === 'deleted') return undefined
+    // an account with second factors counts only when the sign-in here included one
+    return (await factorSatisfied(db, device.id, did)) ? signedIn : undefined
   }
 
   const hintMatches = (row: Req, a: DeviceAccount) => {
@@ -197,6 +202,14 @@ export function authorizePages(
     return grant(c, account.did)
   }
 
+  const factors = factorSteps<Ctx>(deps, {
+    flow,
+    httpsImages: (c) => !!c.client.logoUri,
+    showLogin,
+    showConsent,
+    tooMany,
+  })
+
   r.get(
     '/oauth/authorize',
     wrap(async (req, res) => {
@@ -217,6 +230,8 @@ export function authorizePages(
           return show(c, (f) => resetPage(f))
         case 'select':
           return showPicker(c)
+        case 'factor':
+          return factors.show(c)
       }
       if (row.prompt === 'create') return showSignup(c)
       if (row.prompt === 'login') return showLogin(c, row.login_hint ?? undefined)
@@ -251,6 +266,7 @@ export function authorizePages(
       }
       // a form without a step but with a handle is the password form
       const step = body.step ?? (body.handle !== undefined ? 'login' : undefined)
+      if (step && FACTOR_STEPS.has(step)) return factors.post(c, step, body)
       switch (step) {
         case 'select': {
           const remembered = (await deviceAccounts(db, device.id)).find((a) => a.did === body.did)
@@ -312,6 +328,8 @@ export function authorizePages(
       const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
       return showLogin(c, handleInput, { status: 401, error })
     }
+    // an account with second factors: the password is held server-side until the factor is given
+    if (await factors.afterPassword(c, result.account, body.remember === 'on')) return
     // a form without the checkbox (an older page, a script) is not remembered
     await rememberAccount(db, c.device.id, result.account.did, { remember: body.remember === 'on' })
     return showConsent(c, result.account)

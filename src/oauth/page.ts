@@ -6,6 +6,7 @@ import { layout, type ServerInfo } from '../web/layout.js'
 import { CSRF_FIELD } from '../web/csrf.js'
 import type { DeviceAccount } from '../web/devices.js'
 import type { ConsentWords } from './consent-words.js'
+import { PASSKEY_SCRIPT_PATH } from '../web/passkey-script.js'
 
 /** what the pages show of the app asking */
 export type ClientView = {
@@ -41,23 +42,23 @@ const initials = (handle: string) =>
 
 const field = (name: string, value: string) => html`<input type="hidden" name="${name}" value="${value}" />`
 
-function hidden(f: Flow, step: string, extra: Record<string, string> = {}): SafeHtml {
+export function hidden(f: Flow, step: string, extra: Record<string, string> = {}): SafeHtml {
   return html`${field(CSRF_FIELD, f.csrf)}${field('step', step)}${Object.entries(extra).map(([k, v]) => field(k, v))}`
 }
 
-function messages(f: Flow): SafeHtml {
+export function messages(f: Flow): SafeHtml {
   return html`${f.error && html`<p class="alert" role="alert" id="error">${f.error}</p>`}${f.notice && html`<p class="notice" role="status" id="notice">${f.notice}</p>`}`
 }
 
 /** where the app comes from (a loopback app's name already says it) */
-function clientLine(f: Flow): SafeHtml {
+export function clientLine(f: Flow): SafeHtml {
   return f.client.loopback ? html`` : html`<p class="muted break">${new URL(f.client.id).host}</p>`
 }
 
-const denyButton = html`<button type="submit" name="action" value="deny" formnovalidate>Cancel</button>`
+export const denyButton = html`<button type="submit" name="action" value="deny" formnovalidate>Cancel</button>`
 
 /** the accounts remembered on this device */
-export function pickerPage(f: Flow, accounts: DeviceAccount[]): SafeHtml {
+export function pickerPage(f: Flow, accounts: DeviceAccount[], passkey?: SafeHtml): SafeHtml {
   const rows = accounts.map(
     (a) =>
       html`<li>
@@ -76,11 +77,13 @@ export function pickerPage(f: Flow, accounts: DeviceAccount[]): SafeHtml {
   return layout({
     title: 'Choose an account',
     server: f.server,
+    scripts: passkey ? [PASSKEY_SCRIPT_PATH] : undefined,
     body: html`<h1>Choose an account to continue to <span id="client-name">${f.client.name}</span></h1>
       ${clientLine(f)}${messages(f)}
       <ul class="accounts" id="accounts">
         ${rows}
       </ul>
+      ${passkey}
       <div class="links">
         <a href="${f.link('login')}" id="other-account">Use another account</a>
         <a href="${f.link('signup')}">Create an account</a>
@@ -93,10 +96,11 @@ export function pickerPage(f: Flow, accounts: DeviceAccount[]): SafeHtml {
 }
 
 /** handle (or email) and password */
-export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasAccounts: boolean }): SafeHtml {
+export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasAccounts: boolean; passkey?: SafeHtml }): SafeHtml {
   return layout({
     title: `Sign in to ${f.client.name}`,
     server: f.server,
+    scripts: p.passkey ? [PASSKEY_SCRIPT_PATH] : undefined,
     body: html`<h1>Sign in to continue to <span id="client-name">${f.client.name}</span></h1>
       ${clientLine(f)}${messages(f)}
       <form method="post" action="${f.action}">
@@ -115,11 +119,12 @@ export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasA
         <label for="password">Password <span class="hint">Your account password; app passwords are not accepted here.</span></label>
         <input type="password" id="password" name="password" autocomplete="current-password" required${p.handle ? html` autofocus` : ''} />
         <label class="check"
-          ><input type="checkbox" name="remember" value="on" ${p.remember ? html` checked` : ''} /> Remember this account on this
-          device</label
+          ><input type="checkbox" name="remember" value="on" id="remember" ${p.remember ? html` checked` : ''} /> Remember this account on
+          this device</label
         >
         <div class="buttons"><button type="submit" class="primary" name="action" value="allow">Sign in</button>${denyButton}</div>
       </form>
+      ${p.passkey}
       <div class="links">
         <a href="${f.link('reset')}">Forgot password?</a>
         <a href="${f.link('signup')}">Create an account</a>

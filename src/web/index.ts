@@ -1,8 +1,9 @@
-// The server's own web pages share this: the stylesheet route. Pages use layout.ts, html.ts,
-// headers.ts, cookies.ts, csrf.ts and devices.ts directly.
+// The server's own web pages share this: the stylesheet and the passkey script. Pages use
+// layout.ts, html.ts, headers.ts, cookies.ts, csrf.ts and devices.ts directly.
 import { Router } from 'express'
 import { STYLESHEET } from './style.js'
 import { STYLESHEET_PATH } from './layout.js'
+import { PASSKEY_SCRIPT, PASSKEY_SCRIPT_PATH } from './passkey-script.js'
 
 export function webRoutes(): Router {
   const r = Router()
@@ -10,6 +11,11 @@ export function webRoutes(): Router {
     res.setHeader('Cache-Control', 'public, max-age=3600')
     res.setHeader('X-Content-Type-Options', 'nosniff')
     res.type('text/css').send(STYLESHEET)
+  })
+  r.get(PASSKEY_SCRIPT_PATH, (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=3600')
+    res.setHeader('X-Content-Type-Options', 'nosniff')
+    res.type('text/javascript').send(PASSKEY_SCRIPT)
   })
   return r
 }
