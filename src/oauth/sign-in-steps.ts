@@ -109,14 +109,19 @@ export async function recordFactor(db: Store, deviceId: string, did: string): Pr
     .execute()
 }
 
-/** whether the device's sign-in of `did` is enough: the account has no second factor, or it was given */
-export async function factorSatisfied(db: Store, deviceId: string, did: string): Promise<boolean> {
+/** whether the device's latest sign-in of `did` included a second factor */
+export async function factorGiven(db: Store, deviceId: string, did: string): Promise<boolean> {
   const row = await db
     .selectFrom('device_account')
     .select(['authenticated_at', 'factor_at'])
     .where('device_id', '=', deviceId)
     .where('did', '=', did)
     .executeTakeFirst()
-  if (row?.factor_at && row.factor_at >= row.authenticated_at) return true
+  return !!row?.factor_at && row.factor_at >= row.authenticated_at
+}
+
+/** whether the device's sign-in of `did` is enough: the account has no second factor, or it was given */
+export async function factorSatisfied(db: Store, deviceId: string, did: string): Promise<boolean> {
+  if (await factorGiven(db, deviceId, did)) return true
   return !needsSecondFactor(await factorsOf(db, did))
 }

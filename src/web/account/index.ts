@@ -4,6 +4,7 @@
 // travels in a sealed cookie. Sensitive changes need the password confirmed on this device within
 // the last few minutes; ending access (an app, an app password) and undoing a deactivation do not.
 // Every rule lives in the domain modules the XRPC methods use; this file only calls them.
+import { factorGiven, recordFactor } from '../../oauth/sign-in-steps.js'
 import express, { Router, type NextFunction, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import QRCode from 'qrcode'
@@ -130,10 +131,21 @@ export function accountPages(deps: Deps): Router {
     return { device, account, session }
   }
 
-  const signIn = async (res: Response, device: Device, did: string, remember: boolean) => {
+  /** `factor`: the sign-in included a second factor, so the OAuth pages need not ask for one again */
+  const signIn = async (res: Response, device: Device, did: string, remember: boolean, factor = false) => {
     await rememberAccount(db, device.id, did, { remember })
+    if (factor) await recordFactor(db, device.id, did)
     setCookie(res, CURRENT, encodeURIComponent(did), { publicUrl: config.publicUrl, maxAgeS: REMEMBERED_MAX_S, path: PATH })
     clearSealed(res, PENDING, { config, path: PATH })
+  }
+
+  /** a password given again on a signed-in device: it keeps the second factor its sign-in had */
+  const renewSignIn = async (device: Device, did: string, remember: boolean) => {
+    // only a factor actually given counts: an account without one must not carry the mark into
+    // a factor set up later
+    const hadFactor = await factorGiven(db, device.id, did)
+    await rememberAccount(db, device.id, did, { remember })
+    if (hadFactor) await recordFactor(db, device.id, did)
   }
 
   const common = (device: Device, flash: Flash): Common => ({ server, csrf: csrfToken(device), flash })
@@ -334,7 +346,7 @@ export function accountPages(deps: Deps): Router {
       flashTo(res, device, { error })
       return res.redirect(303, `${PATH}?view=second-factor`)
     }
-    await signIn(res, device, pending.did, pending.remember)
+    await signIn(res, device, pending.did, pending.remember, true)
     done(res, device, {})
   }
 
@@ -401,7 +413,7 @@ export function accountPages(deps: Deps): Router {
       flashTo(res, device, wrong)
       return res.redirect(303, `${PATH}?view=confirm${then ? `&then=${then}` : ''}`)
     }
-    await rememberAccount(db, device.id, cur.account.did, { remember: cur.session.remember })
+    await renewSignIn(device, cur.account.did, cur.session.remember)
     done(res, device, { notice: 'Password confirmed. You can make the change now.' }, then)
   })
 
@@ -489,7 +501,7 @@ export function accountPages(deps: Deps): Router {
     if (next.length > MAX_PASSWORD_LENGTH) return { error: `Passwords are at most ${MAX_PASSWORD_LENGTH} characters.` }
     await setPasswordHash(db, account.did, await hashPassword(next))
     // every session ended, this device's too: it stays signed in, having just shown the password
-    await rememberAccount(db, device.id, account.did, { remember: session.remember })
+    await renewSignIn(device, account.did, session.remember)
     return { notice: 'Your password was changed. Every other session was signed out.' }
   })
 
