@@ -88,6 +88,17 @@ async function signIn(page: Page, a: { handle: string; password: string }) {
 }
 
 /** submits the form holding `selector` and waits for the page it leads to */
+/** a pushed request of the named test app; the URL its sign-in opens */
+async function authorizeUrl() {
+  const key = await dpopKey()
+  const pushed = await par({ url: pds.url, publicUrl: base }, key, {
+    client_id: `${appBase}/client.json`,
+    redirect_uri: `${appBase}/callback`,
+  })
+  expect(pushed.status, pushed.text).toBe(201)
+  return `${base}/oauth/authorize?request_uri=${encodeURIComponent(pushed.json.request_uri)}`
+}
+
 async function submit(page: Page, selector: string) {
   await Promise.all([page.waitForNavigation({ timeout: 10_000 }), page.click(selector)])
 }
@@ -526,15 +537,6 @@ d('the account page in headless Chromium', () => {
   it('shares the sign-in with the OAuth pages on this browser, both ways', async () => {
     const a = await account()
     const b = await account()
-    const authorizeUrl = async () => {
-      const key = await dpopKey()
-      const pushed = await par({ url: pds.url, publicUrl: base }, key, {
-        client_id: `${appBase}/client.json`,
-        redirect_uri: `${appBase}/callback`,
-      })
-      expect(pushed.status, pushed.text).toBe(201)
-      return `${base}/oauth/authorize?request_uri=${encodeURIComponent(pushed.json.request_uri)}`
-    }
     const ctx = await newContext()
     const page = await ctx.newPage()
     try {
@@ -608,6 +610,14 @@ d('the account page in headless Chromium', () => {
       await page.fill('#code', code!.toLowerCase())
       await submit(page, 'button:has-text("Continue")')
       expect(await text(page, '#account-handle')).toBe(`@${a.handle}`)
+
+      // that sign-in, code included, counts on this browser's app sign-in: picking the account
+      // goes straight to consent, asking for neither the password nor a code again
+      await page.goto(await authorizeUrl())
+      await Promise.all([
+        page.waitForSelector('#accept', { timeout: 10_000 }),
+        page.click(`#accounts button.account:has-text("@${a.handle}")`),
+      ])
     } finally {
       await ctx.close()
     }
