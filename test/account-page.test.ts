@@ -4,15 +4,16 @@
 // authenticator. CSRF refusal and the password re-entry window are checked at the HTTP level.
 // With PDS_SCREENSHOTS=1 the README's screenshot is rewritten in docs/images/; otherwise it lands
 // in test/artifacts/.
-import { existsSync, mkdirSync } from 'node:fs'
+import { describeInChromium, launchChromium } from './browser-helpers.js'
+import { mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { AtpAgent } from '@atproto/api'
 import { Secret, TOTP } from 'otpauth'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, dialect, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { dialect, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import {
   dpopGet,
@@ -29,10 +30,9 @@ import {
 } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 
-const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const SCREENSHOTS = process.env.PDS_SCREENSHOTS === '1'
 const SHOTS = SCREENSHOTS ? new URL('../docs/images/', import.meta.url).pathname : new URL('./artifacts/', import.meta.url).pathname
-const d = existsSync(CHROMIUM) ? describe : describe.skip
+const d = describeInChromium
 // a real top-level domain, answered only by the loopback DNS server below
 const DOMAIN = 'pdstest.net'
 
@@ -205,12 +205,7 @@ d('the account page in headless Chromium', () => {
     })
     await new Promise<void>((resolve) => apps.listen(0, '127.0.0.1', resolve))
     appBase = `http://localhost:${(apps.address() as AddressInfo).port}`
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-      timeout: 20_000,
-    })
+    browser = await launchChromium()
   }, 60_000)
   afterAll(async () => {
     await browser?.close()

@@ -11,11 +11,27 @@ import { build } from 'esbuild'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { didDocFor } from '../src/account/store.js'
 import { expect } from 'vitest'
-import type { TestPds } from './harness.js'
+import { describe, type TestPds } from './harness.js'
 
 // PDS_TEST_CHROMIUM: another Chromium binary, where it is not installed system-wide
 export const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 export const hasChromium = existsSync(CHROMIUM)
+/** the harness's describe (per dialect), skipped where no Chromium is installed (`make test` installs it) */
+export const describeInChromium = hasChromium ? describe : describe.skip
+// the background-networking flags keep Chromium from calling out of a closed network at start
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
+
+/** a headless Chromium for page tests */
+export const launchChromium = () => chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 20_000 })
 
 export type Served = { server: Server; origin: string }
 
@@ -32,16 +48,7 @@ export class BrowserRig {
     this.browser = await chromium.launchPersistentContext(this.profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
+      args: CHROMIUM_ARGS,
       timeout: 20_000,
     })
   }

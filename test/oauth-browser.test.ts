@@ -4,22 +4,20 @@
 // consent page of a discoverable client asking granular permissions, keyboard-only use, and a
 // whole sign-in with JavaScript off. With PDS_SCREENSHOTS=1 the README's screenshots are rewritten
 // in docs/images/; otherwise they land in test/artifacts/.
+import { describeInChromium, launchChromium } from './browser-helpers.js'
 import { mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { existsSync } from 'node:fs'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, dialect, startTestPds, xrpc, type TestPds } from './harness.js'
+import { dialect, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { dpopKey, loopbackClientId, par, pkce } from './oauth-helpers.js'
 
-// PDS_TEST_CHROMIUM: another Chromium binary, where it is not installed system-wide
-const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const SCREENSHOTS = process.env.PDS_SCREENSHOTS === '1'
 const SHOTS = SCREENSHOTS ? new URL('../docs/images/', import.meta.url).pathname : new URL('./artifacts/', import.meta.url).pathname
-const d = existsSync(CHROMIUM) ? describe : describe.skip
+const d = describeInChromium
 // a 1×1 PNG standing in for an app's logo (the browser never leaves loopback: the route is served here)
 const LOGO = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
 
@@ -100,12 +98,7 @@ d('sign-in pages in headless Chromium', () => {
     const port = (target.address() as AddressInfo).port
     redirect = `http://127.0.0.1:${port}/callback`
     metaBase = `http://localhost:${port}`
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-      timeout: 20_000,
-    })
+    browser = await launchChromium()
   })
   afterAll(async () => {
     await browser?.close()

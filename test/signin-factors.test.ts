@@ -6,7 +6,8 @@
 // authenticator: signing in with no password, and as the second factor after one. With
 // PDS_SCREENSHOTS=1 the factor step's screenshot is rewritten in docs/images/; otherwise it lands
 // in test/artifacts/.
-import { existsSync, mkdirSync } from 'node:fs'
+import { describeInChromium, launchChromium } from './browser-helpers.js'
+import { mkdirSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -14,17 +15,16 @@ import { AtpAgent } from '@atproto/api'
 import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { requestLocalLock } from '@atproto/oauth-client'
 import { Secret, TOTP } from 'otpauth'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { beginTotp, confirmTotp, passkeyRegistrationOptions, verifyPasskeyRegistration } from '../src/account/factors/index.js'
-import { describe, dialect, startTestPds, type TestPds } from './harness.js'
+import { dialect, startTestPds, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
-const CHROMIUM = process.env.PDS_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const SCREENSHOTS = process.env.PDS_SCREENSHOTS === '1'
 const SHOTS = SCREENSHOTS ? new URL('../docs/images/', import.meta.url).pathname : new URL('./artifacts/', import.meta.url).pathname
-const d = existsSync(CHROMIUM) ? describe : describe.skip
+const d = describeInChromium
 const PASSWORD = 'second factor password'
 const SCOPE = 'atproto transition:generic'
 // wrong codes and passwords an account may try in five minutes (each kind counts on its own key)
@@ -208,12 +208,7 @@ d('second factors on the sign-in page, in headless Chromium', () => {
     app = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<h1>Back at the app</h1>'))
     await new Promise<void>((resolve) => app.listen(0, '127.0.0.1', resolve))
     REDIRECT = `http://127.0.0.1:${(app.address() as AddressInfo).port}/oauth-callback`
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-      timeout: 20_000,
-    })
+    browser = await launchChromium()
   })
   afterAll(async () => {
     await browser?.close()

@@ -2,7 +2,8 @@
 // it with the main password, then allow or deny what the app asks for. Sign-up and a forgotten
 // password happen inside the same flow. The device session (web/devices.ts) remembers who signed
 // in here; the pushed request stays single use: one code at most, whatever the path through.
-import express, { Router, type NextFunction, type Request, type Response } from 'express'
+import { formFields, wrap } from '../web/forms.js'
+import express, { Router, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { login } from '../account/login.js'
@@ -248,7 +249,7 @@ export function authorizePages(
     '/oauth/authorize',
     form,
     wrap(async (req, res) => {
-      const body = fields(req.body)
+      const body = formFields(req.body)
       if (!body) return sendPage(res, messagePage(server, 'Bad request', 'Each form field may be given once.'), { status: 400 })
       const row = await pendingRequest(req)
       if (!row) return expired(res)
@@ -374,21 +375,4 @@ function tooMany(waitS: number, what = 'attempts') {
   const minutes = Math.ceil(waitS / 60)
   const when = minutes <= 1 ? 'a minute' : minutes < 120 ? `${minutes} minutes` : `${Math.ceil(minutes / 60)} hours`
   return { status: 429, retryAfterS: waitS, error: `Too many ${what} for this account or from this network. Try again in ${when}.` }
-}
-
-/** the form's fields as single strings; undefined when one is repeated */
-function fields(body: unknown): Record<string, string | undefined> | undefined {
-  const out: Record<string, string | undefined> = {}
-  if (!body || typeof body !== 'object') return out
-  for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
-    if (typeof v !== 'string') return undefined
-    out[k] = v
-  }
-  return out
-}
-
-function wrap(fn: (req: Request, res: Response) => Promise<unknown>) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    fn(req, res).catch(next)
-  }
 }

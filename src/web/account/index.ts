@@ -4,8 +4,9 @@
 // travels in a sealed cookie. Sensitive changes need the password confirmed on this device within
 // the last few minutes; ending access (an app, an app password) and undoing a deactivation do not.
 // Every rule lives in the domain modules the XRPC methods use; this file only calls them.
+import { formFields, wrap } from '../forms.js'
 import { factorGiven, recordFactor } from '../../oauth/sign-in-steps.js'
-import express, { Router, type NextFunction, type Request, type Response } from 'express'
+import express, { Router, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import QRCode from 'qrcode'
 import type { Services } from '../../context.js'
@@ -659,22 +660,5 @@ function parseJson(text: string | undefined): Record<string, unknown> | undefine
     return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
   } catch {
     return undefined
-  }
-}
-
-/** the form's fields as single strings; undefined when one is repeated */
-function formFields(body: unknown): Fields | undefined {
-  const out: Fields = {}
-  if (!body || typeof body !== 'object') return out
-  for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
-    if (typeof v !== 'string') return undefined
-    out[k] = v
-  }
-  return out
-}
-
-function wrap(fn: (req: Request, res: Response) => Promise<unknown>) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    fn(req, res).catch(next)
   }
 }
