@@ -13,7 +13,7 @@ import { verifyTotp } from './totp.js'
 import { getAccount, type AccountRow } from '../store.js'
 
 export { sendEmailCode, SIGN_IN_CODE_TTL_MS, type SendResult } from './email-code.js'
-export { beginTotp, confirmTotp, disableTotp, verifyTotp, type TotpSetup } from './totp.js'
+export { beginTotp, confirmTotp, disableTotp, qrSvg, verifyTotp, type TotpSetup } from './totp.js'
 export { issueRecoveryCodes, RECOVERY_CODE_COUNT } from './recovery.js'
 export {
   listPasskeys,

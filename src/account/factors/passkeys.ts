@@ -3,15 +3,11 @@
 // credential: the credential id names the account). The relying party is this server: its id is
 // the public URL's host name, the origin the public URL's. Challenges are kept server-side, taken
 // once by a conditional delete, and live five minutes.
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server'
 import type { Config } from '../../config.js'
 import type { Store } from '../../db/schema.js'
@@ -23,6 +19,9 @@ export type { AuthenticationResponseJSON, RegistrationResponseJSON }
 export type PasskeyDeps = { db: Store; config: Pick<Config, 'secrets' | 'publicUrl' | 'hostname'> }
 
 const CHALLENGE_TTL_MS = 5 * 60_000
+// loaded at the first ceremony: the library and its dependencies weigh ~25 MiB, which a server
+// whose users never add a passkey should not carry
+const webauthn = () => import('@simplewebauthn/server')
 const MAX_NAME = 64
 
 export type Passkey = {
@@ -77,7 +76,9 @@ export async function passkeyRegistrationOptions(
 ): Promise<PublicKeyCredentialCreationOptionsJSON> {
   const { db, config } = deps
   const existing = await db.selectFrom('passkey').select(['credential_id', 'transports']).where('did', '=', account.did).execute()
-  const options = await generateRegistrationOptions({
+  const options = await (
+    await webauthn()
+  ).generateRegistrationOptions({
     rpName: config.hostname,
     rpID: relyingParty(config).rpID,
     userName: account.handle,
@@ -111,7 +112,9 @@ export async function verifyPasskeyRegistration(
   const { rpID, origin } = relyingParty(config)
   let verified
   try {
-    verified = await verifyRegistrationResponse({
+    verified = await (
+      await webauthn()
+    ).verifyRegistrationResponse({
       response,
       expectedChallenge: challenge.challenge,
       expectedOrigin: origin,
@@ -197,7 +200,9 @@ export async function removePasskey(db: Store, did: string, id: string): Promise
 export async function passkeyAuthenticationOptions(deps: PasskeyDeps, did?: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
   const { db, config } = deps
   const allow = did ? await db.selectFrom('passkey').select(['credential_id', 'transports']).where('did', '=', did).execute() : []
-  const options = await generateAuthenticationOptions({
+  const options = await (
+    await webauthn()
+  ).generateAuthenticationOptions({
     rpID: relyingParty(config).rpID,
     allowCredentials: allow.map((c) => ({ id: c.credential_id, transports: JSON.parse(c.transports) as string[] })),
     userVerification: did ? 'preferred' : 'required',
@@ -229,7 +234,9 @@ export async function verifyPasskeyAuthentication(
   const { rpID, origin } = relyingParty(config)
   let verified
   try {
-    verified = await verifyAuthenticationResponse({
+    verified = await (
+      await webauthn()
+    ).verifyAuthenticationResponse({
       response,
       expectedChallenge: challenge.challenge,
       expectedOrigin: origin,

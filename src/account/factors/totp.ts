@@ -2,8 +2,6 @@
 // makes a secret held pending, confirmTotp turns it on once a code from the app proves it was
 // scanned. A code is accepted one step either side of now, and never twice: the newest accepted
 // step is kept and a code of that step or an earlier one is refused.
-import { Secret, TOTP } from 'otpauth'
-import QRCode from 'qrcode'
 import type { Config } from '../../config.js'
 import type { Store } from '../../db/schema.js'
 import { dropRecoveryCodesIfUnneeded, issueRecoveryCodes } from './recovery.js'
@@ -12,8 +10,11 @@ import { seal, unseal } from './sealing.js'
 const PERIOD = 30
 type Deps = { db: Store; config: Pick<Config, 'secrets' | 'hostname'> }
 
-const totpOf = (config: Pick<Config, 'hostname'>, label: string, secret: Secret) =>
-  new TOTP({ issuer: config.hostname, label, secret, algorithm: 'SHA1', digits: 6, period: PERIOD })
+// both load at first use: most servers' users never set up an authenticator app
+const otpauth = () => import('otpauth')
+/** the QR code of `uri` as an SVG document */
+export const qrSvg = async (uri: string) =>
+  (await import('qrcode')).default.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 })
 
 export type TotpSetup = {
   /** base32, for typing into an app by hand */
@@ -32,6 +33,7 @@ export async function beginTotp(deps: Deps, did: string, label: string): Promise
   const { db, config } = deps
   const on = await db.selectFrom('totp').select('did').where('did', '=', did).where('confirmed_at', 'is not', null).executeTakeFirst()
   if (on) return { alreadyOn: true }
+  const { Secret, TOTP } = await otpauth()
   const secret = new Secret({ size: 20 })
   const values = {
     secret_sealed: seal(config, did, secret.base32),
@@ -44,8 +46,8 @@ export async function beginTotp(deps: Deps, did: string, label: string): Promise
     .values({ did, ...values })
     .onConflict((oc) => oc.column('did').doUpdateSet(values))
     .execute()
-  const uri = totpOf(config, label, secret).toString()
-  return { secret: secret.base32, uri, qrSvg: await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 }) }
+  const uri = new TOTP({ issuer: config.hostname, label, secret, algorithm: 'SHA1', digits: 6, period: PERIOD }).toString()
+  return { secret: secret.base32, uri, qrSvg: await qrSvg(uri) }
 }
 
 /**
@@ -60,6 +62,7 @@ async function acceptStep(deps: Deps, did: string, code: string, pending: boolea
   const base32 = unseal(config, did, row.secret_sealed)
   if (!base32) return false
   const now = Date.now()
+  const { Secret, TOTP } = await otpauth()
   const delta = TOTP.validate({ token: code, secret: Secret.fromBase32(base32), period: PERIOD, timestamp: now, window: 1 })
   if (delta === null) return false
   const step = Math.floor(now / 1000 / PERIOD) + delta

@@ -8,7 +8,6 @@ import { formFields, wrap } from '../forms.js'
 import { factorGiven, recordFactor } from '../../oauth/sign-in-steps.js'
 import express, { Router, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
-import QRCode from 'qrcode'
 import type { Services } from '../../context.js'
 import { login } from '../../account/login.js'
 import { getAccount, type AccountRow } from '../../account/store.js'
@@ -31,6 +30,7 @@ import {
   needsSecondFactor,
   passkeyAuthenticationOptions,
   passkeyRegistrationOptions,
+  qrSvg,
   removePasskey,
   renamePasskey,
   sendEmailCode,
@@ -187,7 +187,7 @@ export function accountPages(deps: Deps): Router {
       const totp = readSealed<{ uri: string; secret: string }>(req, TOTP, sealedOpts(device))
       const view_ = await accountView(cur)
       if (totp && !view_.factors.totp) c.flash.totp = totp
-      const qr = c.flash.totp ? await QRCode.toString(c.flash.totp.uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 }) : undefined
+      const qr = c.flash.totp ? await qrSvg(c.flash.totp.uri) : undefined
       sendPage(res, accountPage(c, view_, qr), { scripts: true })
     }),
   )
