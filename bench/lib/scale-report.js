@@ -45,7 +45,7 @@ function panel({ x0, y0, w, h, title, xs, series, yLabel }) {
 const short = (v) => (v >= 1e6 ? `${v / 1e6}M` : v >= 1e3 ? `${v / 1e3}k` : String(v))
 const rel = (ys) => ys.map((y) => y / ys[0])
 
-export function writeReport(points, { quick, db, jsonl }) {
+export async function writeReport(points, { quick, db, jsonl }) {
   const repo = points.filter((p) => p.curve === 'repo')
   const accts = points.filter((p) => p.curve === 'accounts')
   const hose = points.filter((p) => p.curve === 'firehose')
@@ -181,7 +181,10 @@ export function writeReport(points, { quick, db, jsonl }) {
     for (const p of backfill) md.push(`| ${p.events} | ${p.perSec} | ${p.MBps} | ${p.cpuUsPerEvent} | ${p.rssGrowthMiB} |`)
     md.push('')
   }
-  writeFileSync(path.join(BENCH, db === 'sqlite' ? `SCALE${full}.md` : `SCALE-${db}${full}.md`), md.join('\n'))
+  // formatted as the project's lint checks committed reports
+  const prettier = await import('prettier')
+  const file = path.join(BENCH, db === 'sqlite' ? `SCALE${full}.md` : `SCALE-${db}${full}.md`)
+  writeFileSync(file, await prettier.format(md.join('\n'), { ...(await prettier.resolveConfig(file)), filepath: file }))
 }
 
 // `node bench/lib/scale-report.js [--quick] <points.jsonl>...`: the report again from saved points,
@@ -195,5 +198,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       .filter(Boolean)
       .map((l) => JSON.parse(l)),
   )
-  writeReport(points, { quick: args.includes('--quick'), db: points[0]?.db ?? 'sqlite', jsonl: files })
+  await writeReport(points, { quick: args.includes('--quick'), db: points[0]?.db ?? 'sqlite', jsonl: files })
 }
