@@ -77,7 +77,10 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
   const metrics = await createMetrics(config.metrics)
-  const db = await openDb(config.db, { onWalFsync: () => metrics.walFsyncs.inc() })
+  const db = await openDb(config.db, {
+    onWalFsync: () => metrics.walFsyncs.inc(),
+    onCheckpointError: (err) => logger.error({ err }, 'WAL checkpoint worker failed: checkpoints run on commit from now on'),
+  })
   const firehose = new Firehose(db, logger, {
     pollMs: 25,
     safetyPollMs: 1000,

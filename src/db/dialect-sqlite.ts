@@ -16,6 +16,7 @@ import {
   type Kysely,
   type QueryResult,
 } from 'kysely'
+import { Checkpointer } from './checkpointer.js'
 import { WalSync } from './wal-sync.js'
 
 export type SqliteStore = { dialect: Dialect; durable: () => Promise<void> }
@@ -34,7 +35,14 @@ function privateFile(file: string, create = true) {
   }
 }
 
-export function openSqlite(file: string, onWalFsync?: () => void): SqliteStore {
+export type SqliteHooks = {
+  /** after each completed fsync of the write-ahead log */
+  onWalFsync?: () => void
+  /** the checkpoint worker failed: the writer's connection checkpoints by itself from then on */
+  onCheckpointError?: (err: Error) => void
+}
+
+export function openSqlite(file: string, hooks: SqliteHooks = {}): SqliteStore {
   privateFile(file)
   const db = new SqliteDatabase(file)
   db.pragma('journal_mode = WAL')
@@ -43,14 +51,20 @@ export function openSqlite(file: string, onWalFsync?: () => void): SqliteStore {
   db.pragma('synchronous = NORMAL')
   db.pragma('foreign_keys = ON')
   db.pragma('busy_timeout = 5000')
-  // checkpoint every ~16 MiB of WAL rather than 4 MiB: pages rewritten by consecutive commits
-  // (index roots, the repo_root row) are copied to the database once instead of four times
-  db.pragma('wal_autocheckpoint = 4000')
+  // the log is copied back by a worker thread (checkpointer.ts), never inside a COMMIT on the
+  // event loop; if the worker fails, every ~16 MiB of log by the COMMIT as SQLite does by default
+  db.pragma('wal_autocheckpoint = 0')
+  // a log a burst of writes grew is cut back to 64 MiB when it starts over
+  db.pragma('journal_size_limit = 67108864')
   // a 4 MiB page cache, not better-sqlite3's 16 MiB: once filled it is never given back, and a
   // page beyond it costs a read from the kernel's file cache, not the disk
   db.pragma('cache_size = -4096')
   for (const f of [`${file}-wal`, `${file}-shm`]) privateFile(f, false)
-  const state = new State(db, new WalSync(`${file}-wal`, onWalFsync))
+  const checkpointer = new Checkpointer(file, (err) => {
+    db.pragma('wal_autocheckpoint = 4000')
+    hooks.onCheckpointError?.(err)
+  })
+  const state = new State(db, new WalSync(`${file}-wal`, hooks.onWalFsync), checkpointer)
   return {
     dialect: {
       createDriver: () => new GroupCommitDriver(state),
@@ -101,6 +115,7 @@ class State {
   constructor(
     readonly db: SqliteDatabase.Database,
     readonly wal: WalSync,
+    readonly checkpointer: Checkpointer,
   ) {}
 
   /**
@@ -150,6 +165,7 @@ class GroupCommitDriver implements Driver {
   }
 
   async destroy() {
+    await this.state.checkpointer.close()
     await this.state.wal.close()
     this.state.db.close()
   }
@@ -179,6 +195,7 @@ class Connection implements DatabaseConnection {
     this.state.dirty = false
     if (ROLLBACK.test(query.sql)) return result
     const durable = this.state.wal.commit()
+    this.state.checkpointer.committed()
     this.release()
     await durable
     return result

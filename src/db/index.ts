@@ -14,7 +14,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
-import { openSqlite } from './dialect-sqlite.js'
+import { openSqlite, type SqliteHooks } from './dialect-sqlite.js'
 import { retryTransactions } from '../patches/kysely.js'
 import type { Schema } from './schema.js'
 import type { Dialect } from './dialect.js'
@@ -100,8 +100,8 @@ const loadPg = () =>
     return pg
   }))
 
-/** `onWalFsync`: SQLite only, called after each completed fsync of the write-ahead log */
-export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void } = {}): Promise<Db> {
+/** `opts`: SQLite only, see SqliteHooks */
+export async function openDb(cfg: Config['db'], opts: SqliteHooks = {}): Promise<Db> {
   let db: Kysely<Schema>
   let pgPool: pg.Pool | undefined
   // PostgreSQL's COMMIT returns once the commit is durable
@@ -110,7 +110,7 @@ export async function openDb(cfg: Config['db'], opts: { onWalFsync?: () => void 
   if (cfg.kind === 'sqlite') {
     // owner-only when this creates it (an existing directory is the operator's to set)
     mkdirSync(dirname(cfg.file), { recursive: true, mode: 0o700 })
-    const sqlite = openSqlite(cfg.file, opts.onWalFsync)
+    const sqlite = openSqlite(cfg.file, opts)
     durable = sqlite.durable
     const readers = sqliteSnapshots(cfg.file)
     snapshot = () => readers.take()

@@ -21,6 +21,11 @@ type Row = { seq: number; type: string; payload: Uint8Array; sequenced_at: strin
 const PAGE = 500
 /** the longest a hand-out waits after the last one, however long that one took */
 const MAX_HAND_OUT_GAP_MS = 100
+/**
+ * a hand-out waits this many times the CPU time the last one took: fanning out then takes at most
+ * a fifth of the process's time, and the rest stays for the writes that make the events
+ */
+const HAND_OUT_GAP_FACTOR = 4
 
 const headers = new Map<string, Uint8Array>()
 
@@ -172,9 +177,10 @@ export class Firehose {
    * consumer then writes them to its connection in one system call, and with many consumers that
    * call is most of what serving costs. A hand-out runs once the work in progress is done (all
    * the commits one fsync made durable, before any other request), but never sooner after the
-   * last one than that one took: fanning out takes at most half of the process's time, whatever
-   * the number of consumers, and the more consumers, the more events share each write. With few
-   * consumers a hand-out takes microseconds, and so does the wait.
+   * last one than HAND_OUT_GAP_FACTOR times what that one took: fanning out takes a bounded share
+   * of the process's time, whatever the number of consumers, and the more consumers, the more
+   * events share each write. With few consumers a hand-out takes microseconds, and so does the
+   * wait.
    */
   private handOut(row: Row) {
     if (!this.listeners.size) return
@@ -201,7 +207,7 @@ export class Firehose {
     for (const fn of this.listeners.keys()) fn(evs, frames)
     // CPU time, not wall time: a process the machine did not run meanwhile has nothing to make up
     const { user, system } = process.cpuUsage(started)
-    this.nextFlushAt = performance.now() + Math.min(MAX_HAND_OUT_GAP_MS, (user + system) / 1000)
+    this.nextFlushAt = performance.now() + Math.min(MAX_HAND_OUT_GAP_MS, (HAND_OUT_GAP_FACTOR * (user + system)) / 1000)
   }
 
   /**
