@@ -89,6 +89,8 @@ export class Checkpointer {
     this.worker = undefined
     if (!worker) return
     const exited = new Promise((resolve) => worker.once('exit', resolve))
+    // held from here: a process closing its store waits for the worker to close its connection
+    worker.ref()
     worker.postMessage('close')
     await exited
   }
