@@ -69,7 +69,8 @@ ifeq ($(DB),postgres)
 endif
 
 # How costs grow with the state (bench/scale.js): repository size, accounts, firehose
-# subscribers; QUICK=1 (under 10 minutes) stops at 100k records, 10k accounts, 100 subscribers;
+# subscribers; QUICK=1 (under 10 minutes) stops at 100k records and 10k accounts (the full mode
+# goes to 1M and 100k; both take 10, 100 and 1,000 subscribers);
 # DB=postgres on PostgreSQL. Writes bench/SCALE.md (SCALE-<db>.md) and bench/scale-<db>.svg.
 bench-scale: build
 	node bench/scale.js $(BENCH_FLAGS)

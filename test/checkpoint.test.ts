@@ -52,39 +52,75 @@ sqliteOnly('WAL checkpoints off the event loop', () => {
   })
   afterAll(() => pds?.stop())
 
-  const writeBatch = (n: number, tag: string) =>
-    agent.com.atproto.repo.applyWrites({
-      repo: agent.assertDid,
-      writes: Array.from({ length: n }, (_, i) => ({
-        $type: 'com.atproto.repo.applyWrites#create' as const,
-        collection: COLLECTION,
-        value: { $type: COLLECTION, text: `${tag} ${i} ${'x'.repeat(2000)}` },
-      })),
-    })
+  // ~6 MB of log in two calls: each record's text is in its block, its index row and its event
+  const writeBatch = async (tag: string) => {
+    for (const half of [0, 1]) {
+      await agent.com.atproto.repo.applyWrites({
+        repo: agent.assertDid,
+        writes: Array.from({ length: 100 }, (_, i) => ({
+          $type: 'com.atproto.repo.applyWrites#create' as const,
+          collection: COLLECTION,
+          value: { $type: COLLECTION, text: `${tag} ${half * 100 + i} ${'x'.repeat(6000)}` },
+        })),
+      })
+    }
+  }
 
-  it('copies a write into the database file within seconds, though no COMMIT checkpoints', async () => {
-    await writeBatch(3, 'first')
-    await until(() => recordsInMainFile(dbFile) === 3, 'the database file holds the 3 records')
+  it('copies the log into the database file once it passes 4 MiB, though no COMMIT checkpoints', async () => {
+    await writeBatch('first')
+    expect(statSync(`${dbFile}-wal`).size).toBeGreaterThan(4 * 1024 * 1024)
+    await until(() => recordsInMainFile(dbFile) === 200, 'the database file holds the 200 records')
   })
 
   it('starts the log over instead of letting it grow with every write', async () => {
-    // over 1 MB of log per batch (the record's text is in its block, its index row and its event)
     const sizes: number[] = []
-    let expected = 3
-    for (let round = 0; round < 8; round++) {
-      await writeBatch(100, `round ${round}`)
-      expected += 100
+    let expected = 200
+    for (let round = 0; round < 5; round++) {
+      await writeBatch(`round ${round}`)
+      expected += 200
       await until(() => recordsInMainFile(dbFile) === expected, `round ${round} in the database file`)
       sizes.push(statSync(`${dbFile}-wal`).size)
     }
-    // a log that kept every batch would be eight times the first one's size by now
+    // a log that kept every batch would be six times the first one's size by now
     expect(Math.max(...sizes)).toBeLessThan(2 * sizes[0])
     const { data } = await agent.com.atproto.repo.listRecords({ repo: agent.assertDid, collection: COLLECTION, limit: 100 })
     expect(data.records).toHaveLength(100)
+    expect(data.records[0].value).toMatchObject({ text: expect.stringMatching(/^round 4 199 x/) })
   })
 })
 
-sqliteOnly('checkpoint worker failure', () => {
+sqliteOnly('the checkpoint worker', () => {
+  it('starts when the log is long enough, copies it, and ends when no checkpoint is due', async () => {
+    const file = join(tempDir(), 'db.sqlite')
+    const db = new SqliteDatabase(file)
+    db.pragma('journal_mode = WAL')
+    db.pragma('wal_autocheckpoint = 0')
+    db.exec('create table t (x text)')
+    const c = new Checkpointer(file, () => {}, { thresholdFrames: 50, idleCloseMs: 200 })
+    c.committed()
+    expect(c.running).toBe(false)
+    const insert = db.prepare('insert into t values (?)')
+    for (let i = 0; i < 100; i++) insert.run('y'.repeat(8000))
+    c.committed()
+    await until(() => c.running, 'the worker started')
+    const copy = join(tempDir(), 'copy.sqlite')
+    await until(() => {
+      copyFileSync(file, copy)
+      const alone = new SqliteDatabase(copy, { readonly: true })
+      try {
+        return (alone.prepare('select count(*) as n from t').get() as { n: number }).n === 100
+      } catch {
+        return false
+      } finally {
+        alone.close()
+      }
+    }, 'the rows are in the database file')
+    await until(() => !c.running, 'the idle worker ended')
+    await c.close()
+    db.close()
+    c.release()
+  })
+
   it('hands checkpoints back to the writer when the worker cannot open the database', async () => {
     const errors: Error[] = []
     const c = new Checkpointer(join(tempDir(), 'missing', 'pds.sqlite'), (err) => errors.push(err))

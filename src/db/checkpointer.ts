@@ -2,15 +2,26 @@
 // SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, on the calling
 // thread: with better-sqlite3 that is the event loop, which then waits for thousands of page
 // writes scattered over a large file and two fsyncs, and so does every request in flight (a write
-// at a million records waited 30-60 ms for it). The worker's connection runs PASSIVE checkpoints
-// (they never block the writer, which commits on meanwhile); the writer's next transaction starts
-// the log over once a checkpoint has copied all of it. Durability does not depend on it: an
-// acknowledged write is in the fsynced log already.
+// at a million records waited 30-60 ms for it). Here the writer's connection never checkpoints;
+// once the log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the
+// worker's connection runs a PASSIVE checkpoint, which never blocks the writer, and the writer's
+// next transaction starts the log over once all of it is copied. Durability does not depend on
+// it: an acknowledged write is in the fsynced log already.
+//
+// How many frames wait is read from the wal-index header in the `-shm` file (its documented
+// layout: mxFrame at byte 16, nBackfill at byte 96, in the machine's byte order), one pread per
+// commit. The thread costs ~16 MiB: it starts when a checkpoint is due and ends after a minute
+// without one, so a quiet server does not hold it.
+import { closeSync, openSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { endianness } from 'node:os'
 import { Worker } from 'node:worker_threads'
 
+/** 1000 pages of 4 KiB: what SQLite's automatic checkpoint waits for */
+const THRESHOLD_FRAMES = 1000
 /** at most one checkpoint a second while writes go on: a page rewritten meanwhile is copied once */
 const INTERVAL_MS = 1000
+const IDLE_CLOSE_MS = 60_000
 
 // plain JavaScript run by the worker (eval): it needs only better-sqlite3, resolved by the parent
 const WORKER = `
@@ -36,14 +47,19 @@ parentPort.on('message', (m) => {
 `
 
 export type CheckpointResult = { log: number; checkpointed: number }
+const NONE: CheckpointResult = { log: -1, checkpointed: -1 }
 
 export class Checkpointer {
   private worker: Worker | undefined
   private timer: NodeJS.Timeout | undefined
+  private idleTimer: NodeJS.Timeout | undefined
   private inFlight: ((r: CheckpointResult) => void)[] | undefined
   private lastAt = 0
   private failed = false
   private closed = false
+  private shmFd: number | undefined
+  private readonly header = Buffer.alloc(100)
+  private readonly littleEndian = endianness() === 'LE'
 
   /**
    * `fallback` runs once if the worker cannot checkpoint (it could not start, or a checkpoint
@@ -52,11 +68,18 @@ export class Checkpointer {
   constructor(
     private file: string,
     private fallback: (err: Error) => void,
+    private opts: { thresholdFrames?: number; idleCloseMs?: number } = {},
   ) {}
 
-  /** a write transaction committed: a checkpoint follows within INTERVAL_MS */
+  /** the worker thread is up */
+  get running(): boolean {
+    return this.worker !== undefined
+  }
+
+  /** a write transaction committed: when the log is long enough, a checkpoint follows */
   committed() {
-    if (this.timer || this.failed || this.closed) return
+    if (this.timer || this.inFlight || this.failed || this.closed) return
+    if (this.pendingFrames() < (this.opts.thresholdFrames ?? THRESHOLD_FRAMES)) return
     const wait = Math.max(0, this.lastAt + INTERVAL_MS - Date.now())
     this.timer = setTimeout(() => {
       this.timer = undefined
@@ -67,16 +90,17 @@ export class Checkpointer {
 
   /** one PASSIVE checkpoint on the worker (shared with the one in flight, if any) */
   checkpoint(): Promise<CheckpointResult> {
-    if (this.failed || this.closed) return Promise.resolve({ log: -1, checkpointed: -1 })
+    if (this.failed || this.closed) return Promise.resolve(NONE)
     if (this.inFlight) return new Promise((resolve) => this.inFlight!.push(resolve))
     this.lastAt = Date.now()
+    clearTimeout(this.idleTimer)
     const waiting: ((r: CheckpointResult) => void)[] = []
     this.inFlight = waiting
     const worker = this.start()
     return new Promise<CheckpointResult>((resolve) => {
       waiting.push(resolve)
-      worker?.postMessage('checkpoint')
-      if (!worker) this.settle({ log: -1, checkpointed: -1 })
+      if (worker) worker.postMessage('checkpoint')
+      else this.settle(NONE)
     })
   }
 
@@ -84,7 +108,45 @@ export class Checkpointer {
   async close() {
     this.closed = true
     clearTimeout(this.timer)
+    clearTimeout(this.idleTimer)
     this.timer = undefined
+    await this.stop()
+  }
+
+  /**
+   * closes the `-shm` file, only after every connection to the database is closed: closing any
+   * descriptor of a file drops all of the process's POSIX locks on it, SQLite's included
+   */
+  release() {
+    if (this.shmFd !== undefined) closeSync(this.shmFd)
+    this.shmFd = undefined
+  }
+
+  /** frames in the log not copied to the database yet (0 while there is no log) */
+  private pendingFrames(): number {
+    try {
+      this.shmFd ??= openSync(`${this.file}-shm`, 'r')
+      if (readSync(this.shmFd, this.header, 0, 100, 0) < 100) return 0
+    } catch {
+      return 0
+    }
+    const u32 = (at: number) => (this.littleEndian ? this.header.readUInt32LE(at) : this.header.readUInt32BE(at))
+    return u32(16) - u32(96)
+  }
+
+  private settle(r: CheckpointResult) {
+    const waiting = this.inFlight ?? []
+    this.inFlight = undefined
+    for (const resolve of waiting) resolve(r)
+    if (this.worker && !this.closed) {
+      clearTimeout(this.idleTimer)
+      this.idleTimer = setTimeout(() => void this.stop(), this.opts.idleCloseMs ?? IDLE_CLOSE_MS)
+      this.idleTimer.unref()
+    }
+  }
+
+  /** the worker closes its connection and ends; the next checkpoint starts another */
+  private async stop() {
     const worker = this.worker
     this.worker = undefined
     if (!worker) return
@@ -95,24 +157,18 @@ export class Checkpointer {
     await exited
   }
 
-  private settle(r: CheckpointResult) {
-    const waiting = this.inFlight ?? []
-    this.inFlight = undefined
-    for (const resolve of waiting) resolve(r)
-  }
-
   private fail(err: Error) {
     if (this.failed) return
     this.failed = true
     clearTimeout(this.timer)
-    this.settle({ log: -1, checkpointed: -1 })
+    clearTimeout(this.idleTimer)
     const worker = this.worker
     this.worker = undefined
+    this.settle(NONE)
     void worker?.terminate()
     this.fallback(err)
   }
 
-  // started at the first checkpoint: a server that only reads never pays for the thread
   private start(): Worker | undefined {
     if (this.worker) return this.worker
     try {
@@ -125,7 +181,7 @@ export class Checkpointer {
       })
       worker.on('error', (err: Error) => this.fail(err))
       worker.on('exit', (code) => {
-        if (!this.closed && this.worker === worker) this.fail(new Error(`checkpoint worker exited with code ${code}`))
+        if (this.worker === worker) this.fail(new Error(`checkpoint worker exited with code ${code}`))
       })
       this.worker = worker
       return worker

@@ -168,6 +168,7 @@ class GroupCommitDriver implements Driver {
     await this.state.checkpointer.close()
     await this.state.wal.close()
     this.state.db.close()
+    this.state.checkpointer.release()
   }
 }
 
