@@ -4,9 +4,12 @@
 // writes scattered over a large file and two fsyncs, and so does every request in flight (a write
 // at a million records waited 30-60 ms for it). Here the writer's connection never checkpoints;
 // once the log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the
-// worker's connection runs a PASSIVE checkpoint, which never blocks the writer, and the writer's
-// next transaction starts the log over once all of it is copied. Durability does not depend on
-// it: an acknowledged write is in the fsynced log already.
+// worker's connection runs a PASSIVE checkpoint, which never blocks the writer. The log starts
+// over (at the writer's next transaction) only once all of it is copied, which a checkpoint that
+// writers kept appending to never achieves: the frames they added meanwhile are then copied in a
+// second pass with new write transactions held back (reads go on; it copies only what arrived
+// during the first). Durability does not depend on any of it: an acknowledged write is in the
+// fsynced log already.
 //
 // How many frames wait is read from the wal-index header in the `-shm` file (its documented
 // layout: mxFrame at byte 16, nBackfill at byte 96, in the machine's byte order), one pread per
@@ -54,6 +57,7 @@ export class Checkpointer {
   private timer: NodeJS.Timeout | undefined
   private idleTimer: NodeJS.Timeout | undefined
   private inFlight: ((r: CheckpointResult) => void)[] | undefined
+  private cycling = false
   private lastAt = 0
   private failed = false
   private closed = false
@@ -68,7 +72,12 @@ export class Checkpointer {
   constructor(
     private file: string,
     private fallback: (err: Error) => void,
-    private opts: { thresholdFrames?: number; idleCloseMs?: number } = {},
+    private opts: {
+      thresholdFrames?: number
+      idleCloseMs?: number
+      /** holds back new write transactions until the returned function is called */
+      holdWriters?: () => Promise<() => void>
+    } = {},
   ) {}
 
   /** the worker thread is up */
@@ -78,14 +87,32 @@ export class Checkpointer {
 
   /** a write transaction committed: when the log is long enough, a checkpoint follows */
   committed() {
-    if (this.timer || this.inFlight || this.failed || this.closed) return
+    if (this.timer || this.cycling || this.failed || this.closed) return
     if (this.pendingFrames() < (this.opts.thresholdFrames ?? THRESHOLD_FRAMES)) return
     const wait = Math.max(0, this.lastAt + INTERVAL_MS - Date.now())
     this.timer = setTimeout(() => {
       this.timer = undefined
-      void this.checkpoint()
+      void this.cycle()
     }, wait)
     this.timer.unref()
+  }
+
+  /** a checkpoint beside the writers, then, if they appended meanwhile, one with them held */
+  private async cycle() {
+    this.cycling = true
+    try {
+      // its answer counts the frames there were when it started: those appended since are pending
+      const first = await this.checkpoint()
+      if (first.log < 0 || this.pendingFrames() === 0 || !this.opts.holdWriters || this.closed) return
+      const release = await this.opts.holdWriters()
+      try {
+        await this.checkpoint()
+      } finally {
+        release()
+      }
+    } finally {
+      this.cycling = false
+    }
   }
 
   /** one PASSIVE checkpoint on the worker (shared with the one in flight, if any) */

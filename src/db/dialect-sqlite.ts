@@ -60,11 +60,21 @@ export function openSqlite(file: string, hooks: SqliteHooks = {}): SqliteStore {
   // page beyond it costs a read from the kernel's file cache, not the disk
   db.pragma('cache_size = -4096')
   for (const f of [`${file}-wal`, `${file}-shm`]) privateFile(f, false)
-  const checkpointer = new Checkpointer(file, (err) => {
-    db.pragma('wal_autocheckpoint = 4000')
-    hooks.onCheckpointError?.(err)
-  })
-  const state = new State(db, new WalSync(`${file}-wal`, hooks.onWalFsync), checkpointer)
+  const lock = new Lock()
+  const checkpointer = new Checkpointer(
+    file,
+    (err) => {
+      db.pragma('wal_autocheckpoint = 4000')
+      hooks.onCheckpointError?.(err)
+    },
+    {
+      holdWriters: async () => {
+        await lock.acquire()
+        return () => lock.release()
+      },
+    },
+  )
+  const state = new State(db, new WalSync(`${file}-wal`, hooks.onWalFsync), checkpointer, lock)
   return {
     dialect: {
       createDriver: () => new GroupCommitDriver(state),
@@ -107,7 +117,6 @@ const STATEMENT_CACHE_SIZE = 500
 const ROLLBACK = /^\s*rollback\b/i
 
 class State {
-  readonly lock = new Lock()
   /** the open transaction (or the statement running alone) has written: its end owes an fsync */
   dirty = false
   private cache = new Map<string, SqliteDatabase.Statement>()
@@ -116,6 +125,8 @@ class State {
     readonly db: SqliteDatabase.Database,
     readonly wal: WalSync,
     readonly checkpointer: Checkpointer,
+    /** the one database's turn: a transaction, a statement alone, or a checkpoint's second pass */
+    readonly lock: Lock,
   ) {}
 
   /**
