@@ -89,11 +89,11 @@ sqliteOnly('WAL checkpoints off the event loop', () => {
   })
 
   it('starts the log over while writes never pause', async () => {
-    // back to back for 4 s (~6 MB of log a round): a checkpoint beside the writers never
+    // back to back for 8 s (~6 MB of log a round): a checkpoint beside the writers never
     // catches up by itself, since they append while it copies
     const started = Date.now()
     let rounds = 0
-    while (Date.now() - started < 4000 && rounds < 100) await writeBatch(`steady ${rounds++}`)
+    while (Date.now() - started < 8000 && rounds < 200) await writeBatch(`steady ${rounds++}`)
     const written = rounds * 6 * 1024 * 1024
     expect(rounds).toBeGreaterThan(4)
     expect(statSync(`${dbFile}-wal`).size).toBeLessThan(written / 2)
@@ -109,7 +109,7 @@ sqliteOnly('the checkpoint worker', () => {
     db.pragma('journal_mode = WAL')
     db.pragma('wal_autocheckpoint = 0')
     db.exec('create table t (x text)')
-    const c = new Checkpointer(file, () => {}, { thresholdFrames: 50, idleCloseMs: 200 })
+    const c = new Checkpointer(file, () => {}, { thresholdFrames: 50, delayMs: 0, idleCloseMs: 200 })
     c.committed()
     expect(c.running).toBe(false)
     const insert = db.prepare('insert into t values (?)')

@@ -4,7 +4,7 @@
 // writes scattered over a large file and two fsyncs, and so does every request in flight (a write
 // at a million records waited 30-60 ms for it). Here the writer's connection never checkpoints;
 // once the log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the
-// worker's connection runs a PASSIVE checkpoint, which never blocks the writer. The log starts
+// worker's connection runs a PASSIVE checkpoint (two seconds later), which never blocks the writer. The log starts
 // over (at the writer's next transaction) only once all of it is copied, which a checkpoint that
 // writers kept appending to never achieves: the frames they added meanwhile are then copied in a
 // second pass with new write transactions held back (reads go on; it copies only what arrived
@@ -24,6 +24,12 @@ import { Worker } from 'node:worker_threads'
 const THRESHOLD_FRAMES = 1000
 /** at most one checkpoint a second while writes go on: a page rewritten meanwhile is copied once */
 const INTERVAL_MS = 1000
+/**
+ * a checkpoint runs this long after the commit that found the log long enough: a burst that grew
+ * it (an import) has ended by then, and the idle collection has given the burst's memory back
+ * before the thread starts, so the two do not add up to one peak
+ */
+const DELAY_MS = 2000
 const IDLE_CLOSE_MS = 60_000
 
 // plain JavaScript run by the worker (eval): it needs only better-sqlite3, resolved by the parent
@@ -74,6 +80,7 @@ export class Checkpointer {
     private fallback: (err: Error) => void,
     private opts: {
       thresholdFrames?: number
+      delayMs?: number
       idleCloseMs?: number
       /** holds back new write transactions until the returned function is called */
       holdWriters?: () => Promise<() => void>
@@ -89,7 +96,7 @@ export class Checkpointer {
   committed() {
     if (this.timer || this.cycling || this.failed || this.closed) return
     if (this.pendingFrames() < (this.opts.thresholdFrames ?? THRESHOLD_FRAMES)) return
-    const wait = Math.max(0, this.lastAt + INTERVAL_MS - Date.now())
+    const wait = Math.max(this.opts.delayMs ?? DELAY_MS, this.lastAt + INTERVAL_MS - Date.now())
     this.timer = setTimeout(() => {
       this.timer = undefined
       void this.cycle()
