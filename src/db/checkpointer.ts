@@ -1,19 +1,19 @@
 // Copies the SQLite write-ahead log back into the database file on a worker thread of its own.
 // SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, on the calling
-// thread: with better-sqlite3 that is the event loop, which then waits for thousands of page
-// writes scattered over a large file and two fsyncs, and so does every request in flight (a write
-// at a million records waited 30-60 ms for it). Here the writer's connection never checkpoints;
-// once the log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the
-// worker's connection runs a PASSIVE checkpoint (two seconds later), which never blocks the writer. The log starts
-// over (at the writer's next transaction) only once all of it is copied, which a checkpoint that
-// writers kept appending to never achieves: the frames they added meanwhile are then copied in a
-// second pass with new write transactions held back (reads go on; it copies only what arrived
-// during the first). Durability does not depend on any of it: an acknowledged write is in the
-// fsynced log already.
+// thread: with better-sqlite3 that is the event loop, which then waits for thousands of page writes
+// scattered over a large file and two fsyncs, and so does every request in flight (a write at a
+// million records waited 30-60 ms for it). Here the writer's connection never checkpoints; once the
+// log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the worker's
+// connection runs a PASSIVE checkpoint DELAY_MS later, which never blocks the writer (and pages
+// rewritten meanwhile are copied once). The log starts over (at the writer's next transaction) only
+// once all of it is copied, which a checkpoint that writers kept appending to never achieves: the
+// frames they added meanwhile are then copied in a second pass with new write transactions held
+// back (reads go on; it copies only what arrived during the first). Durability does not depend on
+// any of it: an acknowledged write is in the fsynced log already.
 //
 // How many frames wait is read from the wal-index header in the `-shm` file (its documented
 // layout: mxFrame at byte 16, nBackfill at byte 96, in the machine's byte order), one pread per
-// commit. The thread costs ~16 MiB: it starts when a checkpoint is due and ends after a minute
+// commit. The thread costs 16-18 MiB: it starts when a checkpoint is due and ends after a minute
 // without one, so a quiet server does not hold it.
 import { closeSync, openSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -22,8 +22,6 @@ import { Worker } from 'node:worker_threads'
 
 /** 1000 pages of 4 KiB: what SQLite's automatic checkpoint waits for */
 const THRESHOLD_FRAMES = 1000
-/** at most one checkpoint a second while writes go on: a page rewritten meanwhile is copied once */
-const INTERVAL_MS = 1000
 /**
  * a checkpoint runs this long after the commit that found the log long enough: a burst that grew
  * it (an import) has ended by then, and the idle collection has given the burst's memory back
@@ -64,7 +62,6 @@ export class Checkpointer {
   private idleTimer: NodeJS.Timeout | undefined
   private inFlight: ((r: CheckpointResult) => void)[] | undefined
   private cycling = false
-  private lastAt = 0
   private failed = false
   private closed = false
   private shmFd: number | undefined
@@ -96,11 +93,10 @@ export class Checkpointer {
   committed() {
     if (this.timer || this.cycling || this.failed || this.closed) return
     if (this.pendingFrames() < (this.opts.thresholdFrames ?? THRESHOLD_FRAMES)) return
-    const wait = Math.max(this.opts.delayMs ?? DELAY_MS, this.lastAt + INTERVAL_MS - Date.now())
     this.timer = setTimeout(() => {
       this.timer = undefined
       void this.cycle()
-    }, wait)
+    }, this.opts.delayMs ?? DELAY_MS)
     this.timer.unref()
   }
 
@@ -126,7 +122,6 @@ export class Checkpointer {
   checkpoint(): Promise<CheckpointResult> {
     if (this.failed || this.closed) return Promise.resolve(NONE)
     if (this.inFlight) return new Promise((resolve) => this.inFlight!.push(resolve))
-    this.lastAt = Date.now()
     clearTimeout(this.idleTimer)
     const waiting: ((r: CheckpointResult) => void)[] = []
     this.inFlight = waiting
