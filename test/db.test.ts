@@ -71,6 +71,50 @@ describe('store migrations', () => {
       '014-revoked-grants',
       '015-sign-in-steps',
       '016-record-json',
+      '017-block-refs',
+    ])
+    await again.destroy()
+  })
+
+  it('counts the records sharing each value when a store from before the count is upgraded', async () => {
+    const env = await testEnv(await freePort(), tempDir())
+    envs.push(env)
+    const cfg = loadConfig(env).db
+    const db = await openDb(cfg)
+    // the store as it was before: no count, records found by CID through their own index
+    await db.schema.alterTable('repo_block').dropColumn('refs').execute()
+    await db.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
+    await sql`delete from kysely_migration where name = '017-block-refs'`.execute(db)
+    const now = new Date().toISOString()
+    const [a, b] = ['bafyreiaaaa', 'bafyreibbbb']
+    const block = (did: string, cid: string) =>
+      sql`insert into repo_block (did, cid, repo_rev, size, content) values (${did}, ${cid}, 'r', 1, ${new Uint8Array([1])})`
+    for (const [did, cid] of [
+      ['did:plc:one', a],
+      ['did:plc:one', b],
+      ['did:plc:two', a],
+    ])
+      await block(did, cid).execute(db)
+    const records: [string, string, string][] = [
+      ['did:plc:one', 'x', a],
+      ['did:plc:one', 'y', a],
+      ['did:plc:one', 'z', b],
+      ['did:plc:two', 'x', a],
+    ]
+    for (const [did, rkey, cid] of records) {
+      await db
+        .insertInto('record')
+        .values({ uri: `at://${did}/c.x/${rkey}`, did, collection: 'c.x', rkey, cid, rev: 'r', indexed_at: now })
+        .execute()
+    }
+    await db.destroy()
+
+    const again = await openDb(cfg)
+    const refs = await again.selectFrom('repo_block').select(['did', 'cid', 'refs']).orderBy('did').orderBy('cid').execute()
+    expect(refs).toEqual([
+      { did: 'did:plc:one', cid: a, refs: 2 },
+      { did: 'did:plc:one', cid: b, refs: 1 },
+      { did: 'did:plc:two', cid: a, refs: 1 },
     ])
     await again.destroy()
   })

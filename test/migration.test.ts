@@ -589,6 +589,48 @@ describe('account migration', () => {
     expect((await verifyRepoCar(car.bytes, did, `did:key:${reserved}`)).creates).toHaveLength(4)
   })
 
+  it('imports records that share a value, and keeps it until the last of them is deleted', async () => {
+    const { did, jwt } = await joinMigrating('shared')
+    const db = dest.services.db
+    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
+      .private_key_hex
+    const key = await Secp256k1Keypair.import(hex)
+    const same = { $type: 'com.example.post', text: 'said three times' }
+    const repo = await Repo.create(
+      new MemoryBlockstore(),
+      did,
+      key,
+      ['a', 'b', 'c', 'd'].map((rkey) => ({
+        action: WriteOpAction.Create as const,
+        collection: 'com.example.post',
+        rkey,
+        record: rkey === 'd' ? { $type: 'com.example.post', text: 'once' } : same,
+      })),
+    )
+    const blocks = new BlockMap()
+    ;(repo.storage as MemoryBlockstore).blocks.forEach((bytes, cid) => blocks.set(cid, bytes))
+    expect((await importCar(jwt, await blocksToCarFile(repo.cid, blocks))).status).toBe(200)
+    expect((await call(dest, 'com.atproto.server.activateAccount', jwt, { method: 'POST' })).status).toBe(200)
+    const value = (
+      await call(dest, 'com.atproto.repo.getRecord', undefined, { params: { repo: did, collection: 'com.example.post', rkey: 'a' } })
+    ).body.cid
+    const exported = async () => {
+      const car = await raw(`${dest.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)
+      expect(car.status).toBe(200)
+      return (await verifyRepoCar(car.bytes, did, key.did())).creates.map((r) => r.rkey).sort()
+    }
+    const remove = (rkey: string) =>
+      call(dest, 'com.atproto.repo.deleteRecord', jwt, { body: { repo: did, collection: 'com.example.post', rkey } })
+    const blockOfValue = async () => (await call(dest, 'com.atproto.sync.getBlocks', jwt, { params: { did, cids: value } })).status
+    expect(await exported()).toEqual(['a', 'b', 'c', 'd'])
+    for (const rkey of ['a', 'b']) expect((await remove(rkey)).status).toBe(200)
+    expect(await exported()).toEqual(['c', 'd'])
+    expect(await blockOfValue()).toBe(200)
+    expect((await remove('c')).status).toBe(200)
+    expect(await exported()).toEqual(['d'])
+    expect(await blockOfValue()).toBe(400)
+  })
+
   it('pages listMissingBlobs by reference: never more than limit, one CID split across pages', async () => {
     const { did, jwt } = await joinMigrating('pager')
     const db = dest.services.db

@@ -373,6 +373,45 @@ describe('repositories', () => {
     await expect(verifyRepoCar(car, did, (await Secp256k1Keypair.create()).did())).rejects.toThrow()
   })
 
+  it('keeps a value several records share until the last of them is deleted or changed', async () => {
+    const agent = await newAgent()
+    const did = agent.session!.did
+    const same = { $type: 'app.bsky.feed.post', text: 'same words', createdAt: '2026-11-27T01:00:00.000Z' }
+    const create = (rkey: string) => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', rkey, value: same })
+    // two in one commit, a third in a later one
+    await agent.com.atproto.repo.applyWrites({ repo: did, writes: [create('a'), create('b')] })
+    const c = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'c', record: same })
+    const value = c.data.cid
+    const blockOfValue = async () => (await xrpc(pds.url, 'com.atproto.sync.getBlocks', { params: { did, cids: value } })).status
+    // every block the repository counts is in its export, and the export verifies with these records
+    const check = async (rkeys: string[]) => {
+      const car = await exportRepo(did)
+      const verified = await verifyRepoCar(car, did, await signingKey(did))
+      expect(verified.creates.map((r) => r.rkey).sort()).toEqual(rkeys)
+      const { blocks } = await readCarWithRoot(car)
+      const status = await agent.com.atproto.server.checkAccountStatus()
+      expect(status.data.repoBlocks).toBe(blocks.size)
+    }
+    await check(['a', 'b', 'c'])
+
+    await agent.com.atproto.repo.deleteRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'a' })
+    await check(['b', 'c'])
+    expect(await blockOfValue()).toBe(200)
+    await agent.com.atproto.repo.putRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'b', record: post('other words') })
+    await check(['b', 'c'])
+    const proof = await fetch(`${pds.url}/xrpc/com.atproto.sync.getRecord?did=${did}&collection=app.bsky.feed.post&rkey=c`)
+    const claims = await verifyRecords(new Uint8Array(await proof.arrayBuffer()), did, await signingKey(did))
+    expect(claims[0].record?.text).toBe('same words')
+
+    await agent.com.atproto.repo.deleteRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'c' })
+    await check(['b'])
+    expect(await blockOfValue()).toBe(400)
+    // the value again: stored anew
+    await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'd', record: same })
+    await check(['b', 'd'])
+    expect(await blockOfValue()).toBe(200)
+  })
+
   it('exports only the blocks written after `since`', async () => {
     const agent = await newAgent()
     const did = agent.session!.did

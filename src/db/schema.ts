@@ -195,6 +195,8 @@ export interface RepoBlockTable {
   repo_rev: string
   size: number
   content: Uint8Array
+  /** a record value's block: how many records of the repository have that value; otherwise 1 */
+  refs: Generated<number>
 }
 
 export interface RecordTable {

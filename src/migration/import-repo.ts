@@ -140,6 +140,8 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
       batchBytes = 0
     }
     let blockCount = 0
+    // values several records share: their block is written once, counting one record
+    const shared = new Map<string, number>()
     // leaves come in key order, so in uri order
     for (const row of importRows(blocks, dataRoot)) {
       const cid = keyToCidString(row.key)
@@ -156,6 +158,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
         recordRows.push(uri, did, row.leaf.path.slice(0, slash), row.leaf.path.slice(slash + 1), cid, rev, now, json)
         batchBytes += json?.length ?? 0
         for (const blob of row.leaf.blobs) refRows.push(did, blob, uri)
+        if (!row.first) shared.set(cid, (shared.get(cid) ?? 0) + 1)
         if (small) ops.push({ action: 'create', path: row.leaf.path, cid: parseCid(cid) })
       }
       if (
@@ -171,6 +174,14 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
     blockCount++
     await flush()
     if (small) eventBlocks.set(parseCid(commitCid), commitBytes)
+    for (const [cid, more] of shared) {
+      await trx
+        .updateTable('repo_block')
+        .set((eb) => ({ refs: eb('refs', '+', more) }))
+        .where('did', '=', did)
+        .where('cid', '=', cid)
+        .execute()
+    }
 
     // blobs uploaded before the import are referenced now
     await trx

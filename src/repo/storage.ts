@@ -7,8 +7,11 @@ import { changed, exec, inList, valuesList } from '../db/raw.js'
 import { blockEntries, cidStrings } from '../patches/repo.js'
 import type { Store } from '../db/schema.js'
 
-// rows per INSERT: five parameters each, well under SQLite's and PostgreSQL's bind limits
+// rows per INSERT: six parameters each, well under SQLite's and PostgreSQL's bind limits
 const CHUNK = 500
+
+/** a commit's change to record values: CID -> records gained (+) or lost (-), and the value's bytes */
+export type RecordRefs = Map<string, { delta: number; bytes?: Uint8Array }>
 
 export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
   private cache = new Map<string, Uint8Array>()
@@ -100,29 +103,31 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
 
   /** inserts blocks not yet stored; returns how many were new */
   async insertMany(blocks: BlockMap, rev: string): Promise<number> {
-    const params: unknown[] = []
-    let rows = 0
-    let added = 0
-    for (const [cid, bytes] of blockEntries(blocks)) {
-      params.push(this.did, cid, rev, bytes.length, bytes)
-      this.cache.set(cid, bytes)
-      if (++rows === CHUNK) {
-        added += await this.insertRows(rows, params)
-        params.length = rows = 0
-      }
-    }
-    if (rows) added += await this.insertRows(rows, params)
-    return added
+    return this.insertRows(
+      [...blockEntries(blocks)].map(([cid, bytes]) => [cid, bytes, 1]),
+      rev,
+    )
   }
 
-  private async insertRows(rows: number, params: unknown[]): Promise<number> {
-    const res = await exec(
-      this.db,
-      this.dialect,
-      `insert into repo_block (did, cid, repo_rev, size, content) values ${valuesList(rows, 5)} on conflict (did, cid) do nothing`,
-      params,
-    )
-    return changed(res)
+  /** inserts [cid, bytes, refs] rows not yet stored; returns how many were new */
+  private async insertRows(rows: [string, Uint8Array, number][], rev: string): Promise<number> {
+    let added = 0
+    for (let i = 0; i < rows.length; i += CHUNK) {
+      const part = rows.slice(i, i + CHUNK)
+      const params: unknown[] = []
+      for (const [cid, bytes, refs] of part) {
+        params.push(this.did, cid, rev, bytes.length, bytes, refs)
+        this.cache.set(cid, bytes)
+      }
+      const res = await exec(
+        this.db,
+        this.dialect,
+        `insert into repo_block (did, cid, repo_rev, size, content, refs) values ${valuesList(part.length, 6)} on conflict (did, cid) do nothing`,
+        params,
+      )
+      added += changed(res)
+    }
+    return added
   }
 
   /** deletes blocks; returns how many were stored */
@@ -150,10 +155,61 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     )
   }
 
-  async applyCommit(commit: CommitData): Promise<void> {
-    const added = await this.insertMany(commit.newBlocks, commit.rev)
-    const removed = await this.deleteMany(cidStrings(commit.removedCids))
+  /**
+   * stores a commit's blocks and removes the ones it replaced. Record values are counted apart
+   * (`records`, from the commit's ops): a value's block is written with its first record and
+   * removed with its last; every other block is a tree node or a commit, written or removed as is.
+   */
+  async applyCommit(commit: CommitData, records: RecordRefs = new Map()): Promise<void> {
+    const rows: [string, Uint8Array, number][] = []
+    for (const [cid, bytes] of blockEntries(commit.newBlocks)) if (!records.has(cid)) rows.push([cid, bytes, 1])
+    const gained: [string, number][] = []
+    const lost = new Map<number, string[]>()
+    for (const [cid, { delta, bytes }] of records) {
+      if (delta > 0) {
+        rows.push([cid, bytes!, delta])
+        gained.push([cid, delta])
+      } else if (delta < 0) lost.set(delta, [...(lost.get(delta) ?? []), cid])
+    }
+    let added = await this.insertRows(rows, commit.rev)
+    // a value already stored (another record has it, written by an earlier commit): one more reference
+    if (added < rows.length) {
+      for (const [cid, delta] of gained) {
+        await exec(this.db, this.dialect, 'update repo_block set refs = refs + ? where did = ? and cid = ? and repo_rev <> ?', [
+          delta,
+          this.did,
+          cid,
+          commit.rev,
+        ])
+      }
+    }
+    let removed = await this.deleteMany(cidStrings(commit.removedCids).filter((c) => !records.has(c)))
+    for (const [delta, cids] of lost) removed += await this.release(cids, -delta)
+    added -= removed
     await this.updateRoot(commit.cid, commit.rev)
-    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added - removed, this.did])
+    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added, this.did])
+  }
+
+  /** `count` fewer records have each of these values: a block whose last record went is deleted */
+  private async release(cids: string[], count: number): Promise<number> {
+    let removed = 0
+    for (let i = 0; i < cids.length; i += CHUNK) {
+      const part = cids.slice(i, i + CHUNK)
+      for (const c of part) this.cache.delete(c)
+      const res = await exec(
+        this.db,
+        this.dialect,
+        `delete from repo_block where did = ? and refs <= ? and cid in ${inList(part.length)}`,
+        [this.did, count, ...part],
+      )
+      removed += changed(res)
+      // the shared ones: still there
+      await exec(this.db, this.dialect, `update repo_block set refs = refs - ? where did = ? and cid in ${inList(part.length)}`, [
+        count,
+        this.did,
+        ...part,
+      ])
+    }
+    return removed
   }
 }

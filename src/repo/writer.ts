@@ -12,10 +12,9 @@ import { exec, inList, valuesList } from '../db/raw.js'
 import { xrpcError } from '../errors.js'
 import { k256Keypair } from '../identity/k256.js'
 import { buildCommit, type RepoHead, type TreeOp } from './commit.js'
-import { cidStrings } from '../patches/repo.js'
 import { appendCommitOrSync, appendSyncEvent, type CommitOp } from './events.js'
 import type { PreparedWrite } from './prepare.js'
-import { SqlRepoStorage } from './storage.js'
+import { SqlRepoStorage, type RecordRefs } from './storage.js'
 import type { Store } from '../db/schema.js'
 import { putTree, takeTree } from './tree-cache.js'
 import { recordValueJson } from './record-json.js'
@@ -108,6 +107,17 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
   return created.length / 8 - deleted.length
 }
 
+/** counts, per value, the records a commit's ops give it (+) or take from it (-) */
+function refCounter(refs: RecordRefs) {
+  return (cid: string, delta: number, bytes?: Uint8Array) => {
+    const r = refs.get(cid)
+    if (r) {
+      r.delta += delta
+      r.bytes ??= bytes
+    } else refs.set(cid, { delta, bytes })
+  }
+}
+
 /** the repository's current commit and tree: the cached one when it is still current */
 async function loadHead(
   db: Db,
@@ -166,6 +176,8 @@ export async function writeRecords(
 
     const ops: TreeOp[] = []
     const commitOps: CommitOp[] = []
+    const refs: RecordRefs = new Map()
+    const count = refCounter(refs)
     const results: WriteResult[] = []
     // updates to the content a record already has: answered, but no op (a relay rejects cid == prev)
     const unchanged = new Set<WriteResult>()
@@ -184,6 +196,7 @@ export async function writeRecords(
           throw xrpcError('InvalidRequest', `Could not find record: ${w.uri}`)
         }
         ops.push({ action: 'delete', key: path })
+        count(prev, -1)
         commitOps.push({ action: 'delete', path, cid: null, prev: parseCid(prev) })
         results.push({ action: 'delete', uri: w.uri })
         continue
@@ -201,6 +214,8 @@ export async function writeRecords(
         continue
       }
       ops.push({ action, key: path, cid: w.cid, bytes: w.bytes })
+      if (action === 'update') count(prev!, -1)
+      count(w.cid.toString(), 1, w.bytes)
       if (action === 'create') commitOps.push({ action: 'create', path, cid: w.cid })
       else commitOps.push({ action: 'update', path, cid: w.cid, prev: parseCid(prev!) })
       results.push({ action, uri: w.uri, cid: w.cid.toString(), validationStatus: w.validationStatus })
@@ -224,17 +239,7 @@ export async function writeRecords(
     const changed = results.filter((r) => !unchanged.has(r))
     const recordDelta = await indexRecords(trx, db.dialect, did, writes, changed, commit.rev)
 
-    // a record block another record still points at (identical content) must stay
-    const removed = cidStrings(commit.removedCids)
-    for (let i = 0; i < removed.length; i += CHUNK) {
-      const part = removed.slice(i, i + CHUNK)
-      const still = await exec<{ cid: string }>(trx, db.dialect, `select cid from record where did = ? and cid in ${inList(part.length)}`, [
-        did,
-        ...part,
-      ])
-      for (const s of still.rows) commit.removedCids.delete(parseCid(s.cid))
-    }
-    await storage.applyCommit(commit)
+    await storage.applyCommit(commit, refs)
     if (recordDelta) await exec(trx, db.dialect, 'update repo_root set record_count = record_count + ? where did = ?', [recordDelta, did])
 
     const blocks = new BlockMap()
