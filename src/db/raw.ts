@@ -21,7 +21,8 @@ function cached(key: string, make: () => string): string {
 /** runs `sql` (with `?` placeholders, none inside literals) on `db` */
 export function exec<R = unknown>(db: Store, dialect: Dialect, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
   const text = dialect === 'sqlite' ? sql : cached(`pg:${sql}`, () => numberPlaceholders(dialect, sql))
-  return db.executeQuery<R>(CompiledQuery.raw(text, params as unknown[]))
+  // the caller's array itself, not a frozen copy: bulkInsert empties its chunks once they ran
+  return db.executeQuery<R>({ ...CompiledQuery.raw(text), parameters: params })
 }
 
 /** `(?, ?), (?, ?)` for `rows` rows of `width` values */
