@@ -78,6 +78,11 @@ async function joinMigrating(name: string) {
   return { did, jwt: joined.body.accessJwt as string, signingKey: key as string }
 }
 
+/** the repository signing key `dest` holds for `did` (the reserved one it took over) */
+async function accountKey(did: string) {
+  const row = await dest.services.db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow()
+  return Secp256k1Keypair.import(row.private_key_hex)
+}
 /** an operation that passes createAccount's structural checks for `dest` (its signature proves nothing) */
 const opFor = (signingKey: string, handle: string, over: Record<string, unknown> = {}) => ({
   type: 'plc_operation',
@@ -491,9 +496,7 @@ describe('account migration', () => {
   it('refuses a bad prev and a broken tree, and indexes the blob references of every record form', async () => {
     const { did, jwt, signingKey: reserved } = await joinMigrating('tree')
     const db = dest.services.db
-    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
-      .private_key_hex
-    const key = await Secp256k1Keypair.import(hex)
+    const key = await accountKey(did)
     const cidOf = async (bytes: Uint8Array) => CID.createV1(dagCbor.code, await sha256.digest(bytes))
     const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
     const [b1, b2, b3] = [await blob('one'), await blob('two'), await blob('three')]
@@ -591,10 +594,7 @@ describe('account migration', () => {
 
   it('imports records that share a value, and keeps it until the last of them is deleted', async () => {
     const { did, jwt } = await joinMigrating('shared')
-    const db = dest.services.db
-    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
-      .private_key_hex
-    const key = await Secp256k1Keypair.import(hex)
+    const key = await accountKey(did)
     const same = { $type: 'com.example.post', text: 'said three times' }
     const repo = await Repo.create(
       new MemoryBlockstore(),
@@ -633,10 +633,7 @@ describe('account migration', () => {
 
   it('pages listMissingBlobs by reference: never more than limit, one CID split across pages', async () => {
     const { did, jwt } = await joinMigrating('pager')
-    const db = dest.services.db
-    const hex = (await db.selectFrom('signing_key').select('private_key_hex').where('did', '=', did).executeTakeFirstOrThrow())
-      .private_key_hex
-    const key = await Secp256k1Keypair.import(hex)
+    const key = await accountKey(did)
     const blob = async (s: string) => CID.createV1(0x55, await sha256.digest(new TextEncoder().encode(s)))
     const [shared, single] = [await blob('shared'), await blob('single')]
     const image = (ref: CID) => ({ $type: 'blob', ref, mimeType: 'image/png', size: 6 })

@@ -377,7 +377,12 @@ describe('repositories', () => {
     const agent = await newAgent()
     const did = agent.session!.did
     const same = { $type: 'app.bsky.feed.post', text: 'same words', createdAt: '2026-11-27T01:00:00.000Z' }
-    const create = (rkey: string) => ({ $type: 'com.atproto.repo.applyWrites#create', collection: 'app.bsky.feed.post', rkey, value: same })
+    const create = (rkey: string) => ({
+      $type: 'com.atproto.repo.applyWrites#create' as const,
+      collection: 'app.bsky.feed.post',
+      rkey,
+      value: same,
+    })
     // two in one commit, a third in a later one
     await agent.com.atproto.repo.applyWrites({ repo: did, writes: [create('a'), create('b')] })
     const c = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', rkey: 'c', record: same })
