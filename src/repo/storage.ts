@@ -163,18 +163,20 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
   async applyCommit(commit: CommitData, records: RecordRefs = new Map()): Promise<void> {
     const rows: [string, Uint8Array, number][] = []
     for (const [cid, bytes] of blockEntries(commit.newBlocks)) if (!records.has(cid)) rows.push([cid, bytes, 1])
-    const gained: [string, number][] = []
     const lost = new Map<number, string[]>()
     for (const [cid, { delta, bytes }] of records) {
-      if (delta > 0) {
-        rows.push([cid, bytes!, delta])
-        gained.push([cid, delta])
-      } else if (delta < 0) lost.set(delta, [...(lost.get(delta) ?? []), cid])
+      if (delta > 0) rows.push([cid, bytes!, delta])
+      else if (delta < 0) {
+        const cids = lost.get(delta)
+        if (cids) cids.push(cid)
+        else lost.set(delta, [cid])
+      }
     }
-    let added = await this.insertRows(rows, commit.rev)
+    const added = await this.insertRows(rows, commit.rev)
     // a value already stored (another record has it, written by an earlier commit): one more reference
     if (added < rows.length) {
-      for (const [cid, delta] of gained) {
+      for (const [cid, { delta }] of records) {
+        if (delta <= 0) continue
         await exec(this.db, this.dialect, 'update repo_block set refs = refs + ? where did = ? and cid = ? and repo_rev <> ?', [
           delta,
           this.did,
@@ -185,9 +187,8 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     }
     let removed = await this.deleteMany(cidStrings(commit.removedCids).filter((c) => !records.has(c)))
     for (const [delta, cids] of lost) removed += await this.release(cids, -delta)
-    added -= removed
     await this.updateRoot(commit.cid, commit.rev)
-    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added, this.did])
+    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added - removed, this.did])
   }
 
   /** `count` fewer records have each of these values: a block whose last record went is deleted */
