@@ -126,11 +126,34 @@ function saveJson(name, data) {
   return file
 }
 
+const pct = (x) => (Number.isFinite(x) ? `${fmt(100 * x, 0)}%` : '-')
+/**
+ * how busy the server's JavaScript thread and the machine's cores were, and the load client's CPU
+ * per op: a server whose one thread is busy throughout is at its limit, whatever the rest
+ */
+const busyNote = (r) =>
+  r.status === 'ok'
+    ? ` (server thread ${pct(r.mainThreadBusy)} busy, machine ${pct(r.machineBusy)}, client ${fmt(r.clientCpuMsPerOp, 2)} ms/op)`
+    : ''
+
 const valueCol = (r) => (r.metric === 'req/s' ? '' : `${fmt(r.value, r.metric === 'MB/s' || r.metric === 's' ? 2 : 0)} ${r.metric}`)
 
 function singleTable(results) {
   return table(
-    ['scenario', 'ops', 'errors', 'req/s', 'throughput', 'p50 ms', 'p99 ms', 'CPU ms/op', 'note'],
+    [
+      'scenario',
+      'ops',
+      'errors',
+      'req/s',
+      'throughput',
+      'p50 ms',
+      'p99 ms',
+      'CPU ms/op',
+      'thread busy',
+      'machine busy',
+      'client CPU ms/op',
+      'note',
+    ],
     results.map((r) =>
       r.status === 'ok' || r.status === 'failed'
         ? [
@@ -142,9 +165,12 @@ function singleTable(results) {
             fmt(r.p50),
             fmt(r.p99),
             fmt(r.cpuMsPerOp, 2),
+            pct(r.mainThreadBusy),
+            pct(r.machineBusy),
+            fmt(r.clientCpuMsPerOp, 2),
             r.status === 'failed' ? `FAILED ${r.note ?? Object.keys(r.errorSamples ?? {})[0] ?? ''}` : (r.note ?? ''),
           ]
-        : [r.scenario, '-', '-', '-', '-', '-', '-', '-', 'n/a'],
+        : [r.scenario, '-', '-', '-', '-', '-', '-', '-', '-', '-', 'n/a'],
     ),
   )
 }
@@ -259,7 +285,7 @@ async function comparison() {
         const a = await runScenario(A.target, s, p)
         const b = await runScenario(B.target, s, p)
         log(
-          `    ours ${a.status} ${fmt(a.value)} ${s.metric} ${fmt(a.cpuMsPerOp, 2)} ms/op | reference ${b.status} ${fmt(b.value)} ${s.metric} ${fmt(b.cpuMsPerOp, 2)} ms/op`,
+          `    ours ${a.status} ${fmt(a.value)} ${s.metric} ${fmt(a.cpuMsPerOp, 2)} ms/op${busyNote(a)} | reference ${b.status} ${fmt(b.value)} ${s.metric} ${fmt(b.cpuMsPerOp, 2)} ms/op${busyNote(b)}`,
         )
         pairResults.push([a, b])
         raw.push(a, b)

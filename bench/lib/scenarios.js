@@ -3,7 +3,7 @@
 // for that server (reported, not an error).
 import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { cpuMs, memory } from './proc.js'
+import { cpuMs, machineCpu, memory } from './proc.js'
 import { percentile, runLoad } from './load.js'
 import { Xrpc, XrpcError, isNotImplemented } from './xrpc.js'
 import { OAuthUnavailable, ath, oauthSession } from './oauth.js'
@@ -594,6 +594,10 @@ export async function runScenario(t, s, p) {
   }
   const pid = t.server.pid
   const cpu0 = cpuMs(pid)
+  const main0 = cpuMs(pid, { mainThread: true })
+  // the load client shares the machine with the server: what it used, and how busy all cores were
+  const client0 = process.cpuUsage()
+  const machine0 = machineCpu()
   let r
   try {
     r = await s.run(t, p, state)
@@ -602,6 +606,9 @@ export async function runScenario(t, s, p) {
     return { ...base, status: 'failed', note: err.message }
   }
   const cpu = cpuMs(pid) - cpu0
+  const main = cpuMs(pid, { mainThread: true }) - main0
+  const client = process.cpuUsage(client0)
+  const machine1 = machineCpu()
   const mem = memory(pid)
   const seconds = r.elapsedMs / 1000
   // a scenario whose every call answered 501 is n/a, not a failure
@@ -626,6 +633,9 @@ export async function runScenario(t, s, p) {
     p99: percentile(r.latencies, 99),
     cpuMs: cpu,
     cpuMsPerOp: opCount > 0 ? cpu / opCount : NaN,
+    mainThreadBusy: main / Math.max(1, r.elapsedMs),
+    clientCpuMsPerOp: opCount > 0 ? (client.user + client.system) / 1000 / opCount : NaN,
+    machineBusy: (machine1.busy - machine0.busy) / Math.max(1, machine1.total - machine0.total),
     rssMiB: mem.rssMiB,
     note: [r.note, s.extra?.(state ?? {})].filter(Boolean).join('; ') || undefined,
     variant: s.variant?.(state ?? {}),
