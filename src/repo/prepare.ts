@@ -11,6 +11,16 @@ import { cidForDagCbor } from './node-cbor.js'
 
 export type ValidationStatus = 'valid' | 'unknown'
 
+type Lexicons = (typeof import('@atproto/api'))['lexicons']
+let loaded: Lexicons | undefined
+/**
+ * The official lexicons (~40 MiB of schemas) load on the first validated write, not at start;
+ * kept once loaded, as an import() of a loaded module still resolves its specifier every time.
+ */
+async function officialLexicons(): Promise<Lexicons> {
+  return (loaded ??= (await import('@atproto/api')).lexicons)
+}
+
 export type PreparedRecordWrite = {
   action: 'create' | 'update'
   collection: string
@@ -87,8 +97,7 @@ export async function prepareRecordWrite(
   }
   let validationStatus: ValidationStatus | undefined
   if (w.validate !== false) {
-    // the official lexicons (~40 MiB of schemas) load on the first validated write, not at start
-    const { lexicons } = await import('@atproto/api')
+    const lexicons = await officialLexicons()
     if (lexicons.getDef(collection)?.type === 'record') {
       try {
         lexicons.assertValidRecord(collection, lex)
