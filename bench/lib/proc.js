@@ -35,7 +35,7 @@ export function memory(pid) {
 /**
  * The machine's CPU so far, from the first line of /proc/stat: `busy` and `total` in clock ticks
  * summed over every core (idle and iowait count as not busy; steal, time the hypervisor gave to
- * others, as busy); `cores` to turn a difference into cores kept busy.
+ * others, as busy). A difference of two readings gives the share of all cores kept busy.
  */
 export function machineCpu() {
   const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).map(Number)
