@@ -56,17 +56,20 @@ if (windowS !== undefined) {
   }
 }
 
-const name = (id) => {
-  const { callFrame: cf } = byId.get(id)
-  const url = cf.url.replace(/^file:\/\//, '')
-  return `${cf.functionName || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}`
-}
-const pkgOf = (id) => {
-  const { callFrame: cf } = byId.get(id)
-  const url = cf.url.replace(/^file:\/\//, '')
-  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)
-  return m ? m[1] : url.includes('/dist/') ? 'ours (dist/)' : url ? url.split('/').slice(-1)[0] : cf.functionName
-}
+// each node's function and package, worked out once (inclusive mode asks for every frame of every sample)
+const labels = new Map(
+  prof.nodes.map(({ id, callFrame: cf }) => {
+    const url = cf.url.replace(/^file:\/\//, '')
+    const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)
+    return [
+      id,
+      {
+        fn: `${cf.functionName || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}`,
+        pkg: m ? m[1] : url.includes('/dist/') ? 'ours (dist/)' : url ? url.split('/').slice(-1)[0] : cf.functionName,
+      },
+    ]
+  }),
+)
 
 const fns = new Map()
 const pkgs = new Map()
@@ -82,16 +85,15 @@ for (let i = first; i <= last; i++) {
   }
   total += us
   if (!inclusive) {
-    add(fns, name(id), us)
-    add(pkgs, pkgOf(id), us)
+    add(fns, labels.get(id).fn, us)
+    add(pkgs, labels.get(id).pkg, us)
     continue
   }
   // each frame once per sample, however deep the recursion
   const seenFns = new Set()
   const seenPkgs = new Set()
   for (let x = id; x !== undefined; x = parent.get(x)) {
-    const f = name(x)
-    const p = pkgOf(x)
+    const { fn: f, pkg: p } = labels.get(x)
     if (!seenFns.has(f)) {
       seenFns.add(f)
       add(fns, f, us)
