@@ -9,7 +9,19 @@ import { requestLocalLock } from '@atproto/oauth-client'
 import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
-import { ath, authorize, dpopKey, exchange, loopbackClientId, openPage, par, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
+import {
+  ath,
+  authorize,
+  dpopKey,
+  exchange,
+  loopbackClientId,
+  openPage,
+  par,
+  REDIRECT,
+  refreshGrant,
+  signInAndAllow,
+  submitPage,
+} from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 import { describePermissionSets, PermissionSets } from '../src/oauth/permission-sets.js'
 
@@ -282,6 +294,28 @@ describe('permission sets', () => {
     const me = await session.fetchHandler('/xrpc/com.atproto.server.getSession')
     expect(me.status).toBe(200)
     expect(((await me.json()) as any).did).toBe(user.did)
+  })
+
+  it('prompt=none gives a code to an app already granted its include: scope', async () => {
+    const scope = `atproto include:${REMOTE_SET}`
+    const client = officialClient(scope)
+    const first = (await client.authorize(user.handle, { scope })).searchParams.get('request_uri')!
+    const page = await openPage(pds.url, first)
+    const allowed = await signInAndAllow(pds.url, first, { handle: user.handle, password: PASSWORD }, page, { remember: 'on' })
+    expect(allowed.status).toBe(302)
+    await client.callback(new URL(allowed.headers.get('location')!).searchParams)
+
+    // the app comes back silently on the same browser: no page, a code
+    const again = (await client.authorize(user.handle, { scope, prompt: 'none' })).searchParams.get('request_uri')!
+    const res = await fetch(`${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(again)}`, {
+      headers: { cookie: page.cookie },
+      redirect: 'manual',
+    })
+    expect(res.status).toBe(302)
+    const back = new URL(res.headers.get('location')!).searchParams
+    expect(back.get('error')).toBeNull()
+    const { session } = await client.callback(back)
+    expect((await session.getTokenInfo(false)).scope).toBe('atproto repo?collection=com.example.perm.like&collection=com.example.perm.post')
   })
 
   it('remembers a resolved set: a record deleted after the app asked changes nothing for an hour', async () => {

@@ -196,7 +196,15 @@ export function authorizePages(
       return c.res.redirect(302, redirectTo(c.row, { error: 'login_required', error_description: 'No usable sign-in on this device' }))
     }
     const granted = await store.grantedScopes(db, account.did, c.row.client_id)
-    if (!c.row.scope.split(' ').every((s) => granted.has(s))) {
+    // a grant holds what an include: expanded to, never the include: itself (one that no longer
+    // resolves stays unexpanded, so it is never found granted)
+    const asked = await expandScope(c.row.scope).catch(() => c.row.scope)
+    if (
+      !asked
+        .split(' ')
+        .filter(Boolean)
+        .every((s) => granted.has(s))
+    ) {
       await store.dropRequest(db, c.row.request_uri)
       return c.res.redirect(302, redirectTo(c.row, { error: 'consent_required', error_description: 'The app needs your consent' }))
     }
