@@ -19,8 +19,16 @@ HANDLERS := $(sort $(shell find src/api -mindepth 3 -name '*.ts' 2>/dev/null))
 serve: build
 	node dist/bin.js
 
-test: build test-tools
+test: build test-tools $(STAMPS)/network
 	node node_modules/vitest/vitest.mjs run $(VITEST_ARGS)
+
+# The network's real services some suites start (test/network-services.ts): the Bluesky AppView
+# and Ozone from the npm registry, in test/network/ with its own package.json and lockfile so the
+# root lockfile never carries them. They run on the pinned Node as a child process of the tests.
+$(STAMPS)/network: test/network/package.json test/network/package-lock.json | $(NODE)
+	cd test/network && npm ci --no-audit --no-fund
+	cd test/network && $(NODE) -e "require('sharp'); import('@atproto/bsky'); import('@atproto/ozone')"
+	@mkdir -p $(STAMPS) && touch $@
 
 # Account migration both ways between ours and the reference PDS (bench/peer/, installed on first
 # use, shared with bench-compare); test/interop/, apart from `make test`.

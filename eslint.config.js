@@ -32,7 +32,7 @@ const nodeGlobals = Object.fromEntries(
 )
 
 export default tseslint.config(
-  { ignores: ['src/generated/**', 'dist/**', 'node_modules/**', 'bench/peer/**', '.tools/**', 'native/**'] },
+  { ignores: ['src/generated/**', 'dist/**', 'node_modules/**', 'bench/peer/**', 'test/network/**', '.tools/**', 'native/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -14,7 +14,7 @@ export default defineConfig({
         test: {
           name: 'sqlite',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/interop/**'],
+          exclude: ['test/interop/**', '**/node_modules/**'],
           env: { PDS_TEST_DIALECT: 'sqlite' },
         },
       },
@@ -23,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'postgres',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/**/*.nodb.test.ts', 'test/interop/**'],
+          exclude: ['test/**/*.nodb.test.ts', 'test/interop/**', '**/node_modules/**'],
           env: { PDS_TEST_DIALECT: 'postgres' },
         },
       },
