@@ -39,6 +39,8 @@ const named = {
   AuthenticationRequired: 401,
   AccountTakedown: 401,
   AuthFactorTokenRequired: 401,
+  // RFC 9449's name, which the official OAuth clients look for
+  use_dpop_nonce: 401,
   // status gate and scope
   AccountDeactivated: 403,
   AccountDeleted: 403,

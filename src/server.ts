@@ -23,6 +23,7 @@ import { browserHeaders } from './cors.js'
 import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
+import { dpopNonceHeader } from './oauth/dpop-nonce.js'
 import { webRoutes } from './web/index.js'
 import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
@@ -158,6 +159,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(metrics.middleware((nsid) => known.has(nsid)))
   // first of the routes: every API answer, errors and proxied calls included, carries it
   app.use(browserHeaders())
+  app.use(dpopNonceHeader(services.oauth.nonces))
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(webRoutes()))

@@ -9,6 +9,10 @@ export const SCOPE = 'atproto transition:generic'
 export const loopbackClientId = (scope = SCOPE, redirect = REDIRECT) =>
   `http://localhost?${new URLSearchParams({ redirect_uri: redirect, scope })}`
 
+/**
+ * `proof` carries the server's current DPoP nonce unless `extra` names a `nonce` (undefined
+ * leaves it out)
+ */
 export type DpopKey = { jwk: JWK; jkt: string; proof(htm: string, htu: string, extra?: Record<string, unknown>): Promise<string> }
 
 export async function dpopKey(): Promise<DpopKey> {
@@ -18,11 +22,39 @@ export async function dpopKey(): Promise<DpopKey> {
   return {
     jwk,
     jkt,
-    proof: (htm, htu, extra = {}) =>
-      new SignJWT({ htm, htu, jti: randomBytes(12).toString('hex'), iat: Math.floor(Date.now() / 1000), ...extra })
+    proof: async (htm, htu, extra = {}) =>
+      new SignJWT({
+        htm,
+        htu,
+        jti: randomBytes(12).toString('hex'),
+        iat: Math.floor(Date.now() / 1000),
+        ...('nonce' in extra ? {} : { nonce: await serverNonce(htu) }),
+        ...extra,
+      })
         .setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES256', jwk })
         .sign(privateKey),
   }
+}
+
+const NONCE_KEPT_MS = 30_000
+const nonces = new Map<string, { nonce: string; at: number }>()
+
+/**
+ * The DPoP-Nonce the server at `url`'s origin hands out, as a client learns it: from a PAR
+ * answer (any request gets one), kept briefly since nonces rotate
+ */
+export async function serverNonce(url: string): Promise<string | undefined> {
+  const origin = new URL(url).origin
+  const kept = nonces.get(origin)
+  if (kept && Date.now() - kept.at < NONCE_KEPT_MS && Date.now() >= kept.at) return kept.nonce
+  // a proof made for a host that is no server at all (a test of htu) carries none
+  const res = await fetch(`${origin}/oauth/par`, { method: 'POST' }).catch(() => undefined)
+  if (!res) return undefined
+  await res.body?.cancel()
+  const nonce = res.headers.get('dpop-nonce')
+  if (!nonce) throw new Error(`no DPoP-Nonce from ${origin}/oauth/par (status ${res.status})`)
+  nonces.set(origin, { nonce, at: Date.now() })
+  return nonce
 }
 
 export const ath = (token: string) => base64url.encode(createHash('sha256').update(token).digest())

@@ -18,6 +18,7 @@ import {
   REDIRECT,
   refreshGrant,
   signInAndAllow,
+  serverNonce,
   submitPage,
   type DpopKey,
 } from './oauth-helpers.js'
@@ -534,11 +535,11 @@ describe('OAuth authorization server', () => {
       const key = {
         jwk,
         jkt,
-        proof: (htm: string, htu: string, extra: Record<string, unknown> = {}) =>
+        proof: async (htm: string, htu: string, extra: Record<string, unknown> = {}) =>
           signEs256k(
             kp,
             { typ: 'dpop+jwt', jwk },
-            { htm, htu, iat: Math.floor(Date.now() / 1000), jti: randomBytes(8).toString('hex'), ...extra },
+            { htm, htu, iat: Math.floor(Date.now() / 1000), jti: randomBytes(8).toString('hex'), nonce: await serverNonce(htu), ...extra },
           ),
       }
       const acct = await newAccount()

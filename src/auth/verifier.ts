@@ -10,7 +10,7 @@ import { rowFor, type Call, type MethodId, type Row, type RowOf } from './regist
 import { missingMessage, missingPermission, permissionsOf } from './permissions.js'
 import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
 import { isRevoked } from './revocation.js'
-import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof } from '../oauth/dpop.js'
+import { checkDpopProof, DpopBusy, DpopError, DpopNonceRequired, rememberDpopProof } from '../oauth/dpop.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
@@ -164,6 +164,7 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
       method: req.method ?? 'GET',
       url: deps.config.publicUrl + (req.originalUrl ?? req.url ?? '').split('?')[0],
       accessToken: token,
+      nonces: deps.oauth.nonces,
     })
     jkt = proof.jkt
     if (jkt !== claims.cnf.jkt) throw xrpcError('InvalidToken', 'DPoP proof key does not match the token')
@@ -173,6 +174,11 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     if (err instanceof DpopError) {
       ctx.res?.setHeader('WWW-Authenticate', 'DPoP error="invalid_dpop_proof"')
       throw xrpcError('InvalidToken', err.message)
+    }
+    if (err instanceof DpopNonceRequired) {
+      // RFC 9449 §9: the resource server's challenge; DPoP-Nonce is already on the response
+      ctx.res?.setHeader('WWW-Authenticate', `DPoP error="use_dpop_nonce", error_description="${err.message}"`)
+      throw xrpcError('use_dpop_nonce', err.message)
     }
     if (err instanceof DpopBusy) {
       ctx.res?.setHeader('Retry-After', '5')

@@ -1,15 +1,21 @@
 // DPoP proof verification (RFC 9449): typ, alg ES256K or ES256, the embedded
 // public jwk signs the proof, iat within ±60 s, htm/htu equal to the live request (htu without
 // query and fragment, scheme and host from PDS_PUBLIC_URL), ath whenever an access token comes
-// with the proof, and a jti never accepted while a proof carrying it could still be accepted.
+// with the proof, a server-issued nonce that is still current (last of the proof's own checks, so
+// a proof wrong in another way is told so), and a jti never accepted while a proof carrying it
+// could still be accepted.
 // Checking and recording are two steps: callers record a proof only once what it is bound to
 // (the access token, the code or refresh token) has verified, so strangers cannot fill the store.
 import { createHash, createPublicKey, verify as verifySig, type KeyObject } from 'node:crypto'
 import { base64url, type JWK } from 'jose'
 import { decodeParts, didKeyFromK256Jwk, verifyEs256k } from './es256k.js'
+import type { DpopNonces } from './dpop-nonce.js'
 import { REPLAY_WINDOW_S, ReplayStoreFull, type ReplayStore } from './replay.js'
 
 export class DpopError extends Error {}
+
+/** the proof is sound but carries no current nonce: the client retries with the one in DPoP-Nonce */
+export class DpopNonceRequired extends Error {}
 
 const IAT_TOLERANCE_S = 60
 
@@ -20,6 +26,8 @@ export type DpopCheck = {
   url: string
   /** the access token the proof comes with: its `ath` must then be present and match */
   accessToken?: string
+  /** the server's nonces: the proof's `nonce` must be one of those accepted now */
+  nonces?: DpopNonces
 }
 
 /** a proof that passed every check but the replay check */
@@ -113,6 +121,9 @@ export async function checkDpopProof(check: DpopCheck): Promise<CheckedProof> {
     throw new DpopError('DPoP proof ath does not match the access token')
   }
   const jkt = thumbprint(jwk)
+  if (check.nonces && !check.nonces.accepts(payload.nonce)) {
+    throw new DpopNonceRequired(payload.nonce === undefined ? 'DPoP proof needs a nonce' : 'DPoP nonce is stale or unknown')
+  }
   // a proof stays acceptable until iat + the tolerance (a clock ahead of ours makes that later
   // than now + the window): its jti is remembered until whichever comes last
   const expiresAtMs = Math.ceil(Math.max(iat + IAT_TOLERANCE_S, nowS + REPLAY_WINDOW_S) * 1000)

@@ -8,7 +8,7 @@ import { base64url } from 'jose'
 import { isAtprotoOauthScope, STATIC_SCOPE_VALUES } from '@atproto/oauth-scopes'
 import type { Services } from '../context.js'
 import { ClientError, type ClientMetadata } from './clients.js'
-import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from './dpop.js'
+import { checkDpopProof, DpopBusy, DpopError, DpopNonceRequired, rememberDpopProof, type CheckedProof } from './dpop.js'
 import { ReplayStoreUnavailable } from './replay.js'
 import { authorizePages, PROMPTS } from './authorize.js'
 import { endGrant } from '../auth/revocation.js'
@@ -85,6 +85,8 @@ export function oauthRoutes(deps: Deps): Router {
 
   const dpopError = (err: unknown): never => {
     if (err instanceof DpopError) throw new OAuthError(400, 'invalid_dpop_proof', err.message)
+    // RFC 9449 §8: the official clients retry once with the DPoP-Nonce this response carries
+    if (err instanceof DpopNonceRequired) throw new OAuthError(400, 'use_dpop_nonce', err.message)
     if (err instanceof DpopBusy) throw new OAuthError(429, 'temporarily_unavailable', err.message)
     if (err instanceof ReplayStoreUnavailable) {
       throw new OAuthError(503, 'temporarily_unavailable', 'DPoP proofs cannot be checked for replay right now; try again shortly')
@@ -92,7 +94,12 @@ export function oauthRoutes(deps: Deps): Router {
     throw err
   }
   const dpopFor = (req: Request) =>
-    checkDpopProof({ proof: req.headers.dpop, method: req.method, url: endpoint(req.originalUrl.split('?')[0]) }).catch(dpopError)
+    checkDpopProof({
+      proof: req.headers.dpop,
+      method: req.method,
+      url: endpoint(req.originalUrl.split('?')[0]),
+      nonces: oauth.nonces,
+    }).catch(dpopError)
   const remember = (proof: CheckedProof) => rememberDpopProof(proof, oauth.replay).catch(dpopError)
 
   const resolveClient = (clientId: string) =>
