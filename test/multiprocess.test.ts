@@ -12,7 +12,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, describe, dialect, dropSchema, freePort, postgresUrl, redisUrl, tempDir, testEnv, xrpc } from './harness.js'
 import { subscribe, type Frame } from './firehose-client.js'
-import { ath, authorize, dpopGet, dpopKey, exchange } from './oauth-helpers.js'
+import { ath, authorize, dpopGet, dpopKey, exchange, par, type DpopKey } from './oauth-helpers.js'
 
 const BIN = new URL('../dist/bin.js', import.meta.url).pathname
 const d = dialect === 'postgres' && postgresUrl && redisUrl ? describe : describe.skip
@@ -173,6 +173,30 @@ d('several processes on one PostgreSQL and Redis', () => {
     const replay = await dpopGet(sb, key, tokens.access_token, 'com.atproto.server.getSession', {}, proof)
     expect([replay.status, replay.json.error]).toEqual([401, 'InvalidToken'])
     expect((await dpopGet(sb, key, tokens.access_token, 'com.atproto.server.getSession')).status).toBe(200)
+  })
+
+  it('accepts at each process the DPoP nonce the other handed out', async () => {
+    const acct = await account(a)
+    const nonceOf = async (p: Proc) => {
+      const res = await fetch(`${p.url}/oauth/par`, { method: 'POST' })
+      await res.body?.cancel()
+      return res.headers.get('dpop-nonce')!
+    }
+    const [nonceA, nonceB] = [await nonceOf(a), await nonceOf(b)]
+    expect(nonceA && nonceB).toBeTruthy()
+    // a client that learnt its nonce from one process and talks to the other
+    const keyed = (key: DpopKey, nonce: string): DpopKey => ({ ...key, proof: (m, u, extra = {}) => key.proof(m, u, { nonce, ...extra }) })
+    const key = await dpopKey()
+    const sa = { url: a.url, publicUrl }
+    const sb = { url: b.url, publicUrl }
+    const parred = await par(sb, keyed(key, nonceA))
+    expect(parred.status, parred.text).toBe(201)
+    const { code, verifier } = await authorize(sb, keyed(key, nonceA), { handle: acct.handle, password: 'multi process pw' })
+    const tokens = await exchange(sa, keyed(key, nonceB), code, verifier)
+    expect(tokens.status, tokens.text).toBe(200)
+    const atA = await dpopGet(sa, keyed(key, nonceB), tokens.json.access_token, 'com.atproto.server.getSession')
+    const atB = await dpopGet(sb, keyed(key, nonceA), tokens.json.access_token, 'com.atproto.server.getSession')
+    expect([atA.status, atB.status]).toEqual([200, 200])
   })
 
   it('turns 8 clients writing one repository through both processes into one linear commit chain', async () => {

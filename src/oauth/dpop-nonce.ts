@@ -16,7 +16,7 @@ export class DpopNonces {
   constructor(
     secret: string,
     private readonly rotationMs = DPOP_NONCE_ROTATION_MS,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => Date.now(),
   ) {
     // a key of its own: a nonce is public, and nothing else signed with the JWT secret looks like one
     this.key = Buffer.from(hkdfSync('sha256', secret, 'pds-dpop-nonce', 'dpop-nonce', 32))
