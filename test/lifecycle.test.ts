@@ -110,7 +110,7 @@ describe('account lifecycle', () => {
     expect((await get('getSession', acct.accessJwt)).status).toBe(200)
   })
 
-  it('deletes: status deleted with the record and refresh tokens kept, #account then #tombstone, and the account refused after', async () => {
+  it('deletes: status deleted with the record kept and its sessions ended, #account then #tombstone, and the account refused after', async () => {
     const acct = await newAccount()
     await post('requestAccountDelete', acct.accessJwt)
     const res = await post('deleteAccount', acct.accessJwt, { did: acct.did, password: PASSWORD, token: sink.tokenFor(acct.email) })
@@ -118,7 +118,7 @@ describe('account lifecycle', () => {
     const row = await pds.services.db.selectFrom('account').selectAll().where('did', '=', acct.did).executeTakeFirstOrThrow()
     expect(row.status).toBe('deleted')
     const tokens = await pds.services.db.selectFrom('refresh_token').select('jti').where('did', '=', acct.did).execute()
-    expect(tokens).toHaveLength(1)
+    expect(tokens).toHaveLength(0)
     expect(await eventsOf(acct.did)).toEqual([
       { type: 'account', did: acct.did, active: false, status: 'deleted' },
       { type: 'tombstone', did: acct.did },

@@ -152,8 +152,8 @@ describe('sign-in pages over HTTP', () => {
     const b = await newAccount()
     const device = await rememberedDevice(b.handle)
     await pds.services.db.updateTable('account').set({ credential_gen: 1 }).where('did', '=', b.did).execute()
-    const { endAllSessions } = await import('../src/auth/revocation.js')
-    await endAllSessions(pds.services.db, b.did)
+    const { endAccess } = await import('../src/account/end-access.js')
+    await endAccess(pds.services.db, b.did, 'password')
     expect((await open(await request(), device.cookie)).html).not.toContain(`@${b.handle}`)
   })
 

@@ -8,6 +8,7 @@ import { xrpcError } from '../errors.js'
 import { consumeEmailToken } from './email-tokens.js'
 import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
 import type { Store } from '../db/schema.js'
+import { endAccess } from './end-access.js'
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
   const res = await trx
@@ -43,22 +44,25 @@ export const activate = (db: Db, did: string) =>
     return changed
   })
 
-/** → deleted, record kept, refresh tokens kept; `#account` then `#tombstone` (call inside a transaction) */
+/** → deleted, record kept, its access ended; `#account` then `#tombstone` (call inside a transaction) */
 export async function markDeleted(trx: Store, did: string) {
   const changed = await transition(trx, did, ['active', 'deactivated', 'takendown'], 'deleted')
   if (changed) {
+    await endAccess(trx, did, 'deletion')
     await accountEvent(trx, did, 'deleted')
     await tombstoneEvent(trx, did)
   }
   return changed
 }
 
-/** administrative takedown of an active or deactivated account */
+/** administrative takedown of an active or deactivated account; its access ends, so lifting it signs nobody back in */
 export const takedown = (db: Db, did: string, ref: string | null) =>
   db.transaction().execute(async (trx) => {
     const changed = await transition(trx, did, ['active', 'deactivated'], 'takendown', { takedown_ref: ref })
-    if (changed) await accountEvent(trx, did, 'takendown')
-    else await trx.updateTable('account').set({ takedown_ref: ref }).where('did', '=', did).where('status', '=', 'takendown').execute()
+    if (changed) {
+      await endAccess(trx, did, 'takedown')
+      await accountEvent(trx, did, 'takendown')
+    } else await trx.updateTable('account').set({ takedown_ref: ref }).where('did', '=', did).where('status', '=', 'takendown').execute()
     return changed
   })
 

@@ -1,4 +1,5 @@
-// Ending sessions at once. Access tokens are never stored, so each names the account's credential
+// Ending sessions at once (all of an account's: src/account/end-access.ts; one app password's or
+// one grant's: here). Access tokens are never stored, so each names the account's credential
 // generation (and, from an app password, which one); the account row the verifier reads on every
 // request says which are still good. No lookup is added to an authenticated request.
 import type { Db } from '../db/index.js'
@@ -16,20 +17,6 @@ type Revoked = { n: string; c: string; u: number }
 type RevokedGrant = { k: string; t: number; u: number }
 /** an OAuth access token's binding: its DPoP key and when it was minted (s) */
 export type OAuthTokenRef = { jkt: string; iat: number }
-
-/** a password change: every session, OAuth grant and unexchanged authorization code of the
- *  account ends, and access tokens minted before it stop working */
-export async function endAllSessions(trx: Store, did: string): Promise<void> {
-  await trx
-    .updateTable('account')
-    .set((eb) => ({ credential_gen: eb('credential_gen', '+', 1) }))
-    .where('did', '=', did)
-    .execute()
-  await trx.deleteFrom('refresh_token').where('did', '=', did).execute()
-  await trx.deleteFrom('oauth_code').where('did', '=', did).execute()
-  // a browser that stayed signed in on the server's pages is signed out as well
-  await trx.deleteFrom('device_account').where('did', '=', did).execute()
-}
 
 /** a revoked app password: its sessions end, and its live access tokens with them */
 export async function endAppPasswordSessions(db: Db, did: string, name: string): Promise<void> {

@@ -59,3 +59,20 @@ export function signInCodeMail(code: string, handle: string): Message {
       'If it was not you, change your password: whoever tried knows it.\n',
   }
 }
+
+/**
+ * a credential of the account was added or changed: what, when, and where to look; never the
+ * secret itself, and no code, so a forwarded notice gives nobody anything
+ */
+export function credentialChangedMail(headline: string, what: string, at: Date, handle: string, accountUrl: string): Message {
+  const when = `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`
+  return {
+    subject: `Security notice: ${headline}`,
+    text:
+      `Hello @${handle},\n\n${capitalize(what)} on ${when}.\n\n` +
+      `If this was you, there is nothing to do. If it was not, someone else can reach your account: ` +
+      `sign in at ${accountUrl}, remove what you do not recognise and change your password.\n`,
+  }
+}
+
+const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1)

@@ -307,7 +307,7 @@ export function authorizePages(
           const wait = await deps.passwords.spend(req, 'resetPassword')
           if (wait !== undefined) return show(c, (f) => resetPage(f), tooMany(wait))
           try {
-            await resetPassword(db, (body.token ?? '').trim().toUpperCase(), body.password ?? '')
+            await resetPassword(deps, (body.token ?? '').trim().toUpperCase(), body.password ?? '')
           } catch (err) {
             if (err instanceof XRPCError) {
               const error = err.customErrorName === 'InvalidToken' ? 'That code is wrong or has expired.' : err.message

@@ -12,7 +12,8 @@ import { markDeleted, restore, takedown } from '../account/lifecycle.js'
 import { issueEmailToken } from '../account/email-tokens.js'
 import { createInviteCodes, inviteCodeViews, invitedBy } from '../account/invites.js'
 import { checkEmail, checkHandleFree, validateHandle } from '../account/handles.js'
-import { hashPassword, MAX_PASSWORD_LENGTH } from '../account/password.js'
+import { MAX_PASSWORD_LENGTH } from '../account/password.js'
+import { changePassword } from '../account/passwords.js'
 import { setHandle } from '../identity/amend.js'
 import { createMailer } from '../mail/index.js'
 import { resetPasswordMail } from '../mail/templates.js'
@@ -187,11 +188,9 @@ export const accountCommands: Record<string, Command> = {
       const password = given ?? randomBytes(12).toString('base64url')
       if (password.length < 8 || password.length > MAX_PASSWORD_LENGTH)
         throw new UsageError(`passwords are 8 to ${MAX_PASSWORD_LENGTH} characters`)
-      await ctx.db
-        .updateTable('account')
-        .set({ password_hash: await hashPassword(password) })
-        .where('did', '=', a.did)
-        .execute()
+      // as every password change: the account's sessions, grants and app passwords end, the owner is told
+      const mailer = createMailer(ctx.config.email, createLogger('silent'))
+      await changePassword({ db: ctx.db, config: ctx.config, mailer, awaitDelivery: true }, a.did, password, 'operator')
       output(p.json, { did: a.did, ...(given ? {} : { password }) })
       return 0
     },

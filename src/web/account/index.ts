@@ -15,8 +15,8 @@ import { createAppPassword, listAppPasswords, revokeAppPassword } from '../../ac
 import { changeEmail, confirmEmail } from '../../account/email.js'
 import { requestEmailChange, sendDeleteToken, sendEmailConfirmation } from '../../account/email-requests.js'
 import { checkHandleFree, validateHandle } from '../../account/handles.js'
-import { hashPassword, MAX_PASSWORD_LENGTH } from '../../account/password.js'
-import { setPasswordHash } from '../../account/passwords.js'
+import { MAX_PASSWORD_LENGTH } from '../../account/password.js'
+import { changePassword } from '../../account/passwords.js'
 import { MIN_PASSWORD_LENGTH, requestPasswordReset, resetPassword } from '../../account/password-reset.js'
 import { activate, deactivate, deleteWithToken } from '../../account/lifecycle.js'
 import {
@@ -500,7 +500,7 @@ export function accountPages(deps: Deps): Router {
     const next = f.password ?? ''
     if (next.length < MIN_PASSWORD_LENGTH) return { error: `Passwords are at least ${MIN_PASSWORD_LENGTH} characters.` }
     if (next.length > MAX_PASSWORD_LENGTH) return { error: `Passwords are at most ${MAX_PASSWORD_LENGTH} characters.` }
-    await setPasswordHash(db, account.did, await hashPassword(next))
+    await changePassword(deps, account.did, next, 'owner')
     // every session ended, this device's too: it stays signed in, having just shown the password
     await renewSignIn(device, account.did, session.remember)
     return { notice: 'Your password was changed. Every other session was signed out.' }
@@ -625,7 +625,7 @@ export function accountPages(deps: Deps): Router {
       return sendPage(res, resetPage(forgotFlow(device, { notice: 'If an account uses that address, we sent it a code.' })))
     }
     try {
-      await resetPassword(db, (f.token ?? '').trim().toUpperCase(), f.password ?? '')
+      await resetPassword(deps, (f.token ?? '').trim().toUpperCase(), f.password ?? '')
     } catch (err) {
       if (!(err instanceof XRPCError)) throw err
       const error = err.customErrorName === 'InvalidToken' ? 'That code is wrong or has expired.' : err.message
