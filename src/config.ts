@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path'
 import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
+import { ACCOUNT_CREATION_MODES, type AccountCreation } from './account/creation-policy.js'
 import type { S3Config } from './repo/blobstore-s3.js'
 import type { BackupS3Config } from './ops/backup-s3.js'
 
@@ -92,6 +93,7 @@ const vars = {
     .pipe(z.array(z.string().regex(/^[a-z0-9-]{1,63}$/, 'each name must be a single handle label')))
     .default([]),
   PDS_INVITE_REQUIRED: bool.default(false),
+  PDS_ACCOUNT_CREATION: z.enum(ACCOUNT_CREATION_MODES).optional(),
   // HTTP Basic has no second factor: a short password falls to guessing from many addresses
   PDS_ADMIN_PASSWORD: z.string().min(16, 'must be at least 16 characters (or unset to turn the admin API off)').optional(),
   PDS_EMAIL_BACKEND: z.enum(['console', 'http-json']).default('console'),
@@ -200,6 +202,9 @@ export type Config = {
   handleDomains: string[]
   /** first labels nobody may take on the service domains, besides the built-in ones */
   reservedHandles: string[]
+  /** who may create an account here: everyone, with an invite, accounts moving in only, or nobody but the operator */
+  accountCreation: AccountCreation
+  /** accountCreation is `invite` */
   inviteRequired: boolean
   adminPassword?: string
   email:
@@ -318,6 +323,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${missing}: PDS_BSKY_APP_VIEW_URL and PDS_BSKY_APP_VIEW_DID go together`)
   }
 
+  // PDS_INVITE_REQUIRED=true is the older spelling of PDS_ACCOUNT_CREATION=invite
+  const accountCreation = v.PDS_ACCOUNT_CREATION ?? (v.PDS_INVITE_REQUIRED ? 'invite' : 'open')
+  if (env.PDS_INVITE_REQUIRED !== undefined && v.PDS_INVITE_REQUIRED !== (accountCreation === 'invite')) {
+    throw new ConfigError(
+      `PDS_INVITE_REQUIRED: ${env.PDS_INVITE_REQUIRED} contradicts PDS_ACCOUNT_CREATION=${accountCreation}; set PDS_ACCOUNT_CREATION alone`,
+    )
+  }
+
   const devMode = v.PDS_DEV_MODE ?? /(^|\.)localhost$/i.test(v.PDS_HOSTNAME)
   // outside development mode the server joins the public network unless told otherwise
   const plcUrl = v.PDS_DID_PLC_URL === 'local' ? undefined : (v.PDS_DID_PLC_URL ?? (devMode ? undefined : 'https://plc.directory'))
@@ -371,7 +384,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     plcUrl: plcUrl?.replace(/\/+$/, ''),
     handleDomains: v.PDS_SERVICE_HANDLE_DOMAINS,
     reservedHandles: v.PDS_RESERVED_HANDLES,
-    inviteRequired: v.PDS_INVITE_REQUIRED,
+    accountCreation,
+    inviteRequired: accountCreation === 'invite',
     adminPassword: v.PDS_ADMIN_PASSWORD,
     email:
       v.PDS_EMAIL_BACKEND === 'http-json'

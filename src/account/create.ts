@@ -16,6 +16,7 @@ import { hashPassword, MAX_PASSWORD_LENGTH } from './password.js'
 import { checkEmail, validateHandle } from './handles.js'
 import { storeRefreshRecord } from './store.js'
 import { useInviteCode } from './invites.js'
+import { creationRefusal } from './creation-policy.js'
 import { newSigningKey } from './signing-keys.js'
 import { createEmptyRepo } from '../repo/writer.js'
 import { publishOp } from '../identity/directory.js'
@@ -30,7 +31,7 @@ export type FreshAccountInput = {
 
 /** what a new account's checks need */
 export type NewAccountDeps = {
-  config: Pick<Config, 'inviteRequired' | 'handleDomains' | 'reservedHandles'>
+  config: Pick<Config, 'accountCreation' | 'handleDomains' | 'reservedHandles'>
   db: Db
   outbound?: OutboundGuard
 }
@@ -101,8 +102,8 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
 }
 
 /**
- * the input checks every new account passes, fresh or moving in: handle, email, password, invite
- * presence, and a read of handle and email availability (the unique indexes settle races)
+ * the input checks every new account passes, fresh or moving in: handle, email, password, the
+ * server's account-creation mode (invite presence included), and a read of handle and email availability (the unique indexes settle races)
  */
 export async function checkNewAccount(
   deps: NewAccountDeps,
@@ -118,7 +119,8 @@ export async function checkNewAccount(
     throw xrpcError('InvalidPassword', `Password may be at most ${MAX_PASSWORD_LENGTH} characters`)
   }
   const inviteCode = input.inviteCode?.trim()
-  if (config.inviteRequired && !inviteCode) throw xrpcError('InvalidInviteCode', 'An invite code is required on this server')
+  const refused = creationRefusal(config.accountCreation, did ? 'moving-in' : 'fresh', inviteCode)
+  if (refused) throw refused
   const taken = await db
     .selectFrom('account')
     .select(['handle', 'email'])

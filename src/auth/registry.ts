@@ -46,6 +46,8 @@ export type Row = {
   migrationToken?: boolean
   /** also accepts, as Bearer, a service-auth JWT another server minted for this method (lxm = its id) */
   serviceAuth?: boolean
+  /** with serviceAuth: also accepts admin Basic, the operator acting outside the sign-up rules */
+  adminBasic?: boolean
   /** what one call costs of the `write` rate limit: a number, or one computed from the input body */
   writePoints?: number | ((body: Record<string, unknown>) => number)
 }
@@ -68,7 +70,7 @@ export const registry = {
   'com.atproto.server.refreshSession': { check: 'refresh' },
   'com.atproto.server.deleteSession': { check: 'refresh' },
   'com.atproto.server.getSession': { check: 'access' },
-  'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true },
+  'com.atproto.server.createAccount': { check: 'none', rateLimit: 'createAccount', serviceAuth: true, adminBasic: true },
 
   // app passwords
   'com.atproto.server.createAppPassword': { check: 'access', sessionOnly: true, privileged: true },

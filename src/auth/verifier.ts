@@ -45,7 +45,7 @@ export type AdminAuth = AuthOutput<{ type: 'admin' }>
 /** public reads that also take requestAccountMigrate's migration token (registry column migrationToken) */
 export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 /** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
-export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' }>
+export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' } | { type: 'admin' }>
 export type NoneAuth = AuthOutput<{ type: 'none' }>
 
 type AuthByCheck = { none: NoneAuth; access: AccessAuth; optional: OptionalAuth; refresh: RefreshAuth; admin: AdminAuth }
@@ -70,6 +70,10 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
           const header = ctx.req.headers.authorization
           if (!header) return none()
           const { scheme, token } = bearer(header)
+          if (scheme === 'basic' && row.adminBasic) {
+            await verifyAdmin(ctx, deps)
+            return { credentials: { type: 'admin' } }
+          }
           if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
           return { credentials: await verifyServiceAuth(deps, token, nsid) }
         }

@@ -8,6 +8,7 @@ import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { login } from '../account/login.js'
 import { createFreshAccount } from '../account/create.js'
+import { signUpUnavailable } from '../account/creation-policy.js'
 import { requestPasswordReset, resetPassword } from '../account/password-reset.js'
 import { findAccount } from '../account/store.js'
 import { sendPage } from '../web/headers.js'
@@ -129,7 +130,8 @@ export function authorizePages(
     const words = consentWords(c.row.scope, sets)
     show(c, (f) => consentPage(f, { did: account.did, handle: account.handle, words, scope: c.row.scope }), o)
   }
-  const showSignup = (c: Ctx, fields: Record<string, string | undefined> = {}, o: Shown = {}) =>
+  // where no one may sign up (PDS_ACCOUNT_CREATION) the page says so before anyone fills it in
+  const showSignup = (c: Ctx, fields: Record<string, string | undefined> = {}, o: Shown = signUpNotice()) =>
     show(
       c,
       (f) =>
@@ -144,6 +146,11 @@ export function authorizePages(
         }),
       o,
     )
+
+  const signUpNotice = (): Shown => {
+    const why = signUpUnavailable(config.accountCreation)
+    return why ? { status: 403, error: why } : {}
+  }
 
   const redirectTo = (row: Req, params: Record<string, string>) => {
     const u = new URL(row.redirect_uri)

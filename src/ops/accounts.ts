@@ -91,8 +91,8 @@ export const accountCommands: Record<string, Command> = {
       const password = str(p, 'password') ?? randomBytes(12).toString('base64url')
       const created = await createFreshAccount(
         {
-          // the operator needs no invite code (one given is still checked and spent)
-          config: { ...config, inviteRequired: false },
+          // the operator is not bound by PDS_ACCOUNT_CREATION (an invite code given is still checked and spent)
+          config: { ...config, accountCreation: 'open' },
           db,
           tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
           rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),

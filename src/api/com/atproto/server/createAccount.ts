@@ -1,7 +1,8 @@
 // com.atproto.server.createAccount: a fresh account in status active, with a session; with `did`
 // and a `plcOp` that proves control of the DID, an account moving in: deactivated, migrating-in,
 // no repository yet; with `did` and a service-auth JWT the DID's current key signed (the verifier
-// checked it), the standard atproto migration's account moving in, likewise deactivated.
+// checked it), the standard atproto migration's account moving in, likewise deactivated. Who may
+// create which is PDS_ACCOUNT_CREATION's (account/creation-policy.ts); admin Basic is not bound by it.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
@@ -24,6 +25,9 @@ export default (api: Server, deps: Services) =>
         )
       }
       created = await createServiceAuthAccount(deps, { ...body, did: body.did }, auth.credentials.iss)
+    } else if (auth.credentials.type === 'admin') {
+      // the operator creates accounts whatever PDS_ACCOUNT_CREATION says, as the CLI does
+      created = await createFreshAccount({ ...deps, config: { ...deps.config, accountCreation: 'open' } }, body)
     } else {
       created = await createFreshAccount(deps, body)
     }

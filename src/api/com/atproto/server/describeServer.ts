@@ -1,5 +1,6 @@
 // com.atproto.server.describeServer: what a client needs before it signs up.
 import type { Server } from '../../../../generated/server/index.js'
+import { inviteCodeRequired } from '../../../../account/creation-policy.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 
@@ -9,7 +10,7 @@ export default (api: Server, { config }: Pick<Services, 'config'>) =>
     body: {
       did: config.serviceDid,
       availableUserDomains: config.handleDomains,
-      inviteCodeRequired: config.inviteRequired,
+      inviteCodeRequired: inviteCodeRequired(config.accountCreation),
       phoneVerificationRequired: false,
       blobUploadLimit: config.blobUploadLimit,
       links: {
