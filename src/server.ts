@@ -35,6 +35,9 @@ import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
 import { recordCrawl } from './sequencer/crawl-log.js'
 import { RateLimits, clientAddress, type RateLimitTuning } from './auth/rate-limits.js'
+import { requestLimits } from './auth/request-limits.js'
+import { findAccount } from './account/store.js'
+import { sweepExpiredChallenges } from './account/factors/passkeys.js'
 import type { Refusal, StreamAdmission } from './sequencer/admission.js'
 import { DidResolver } from './identity/did-resolver.js'
 import { createProxy } from './proxy/index.js'
@@ -70,6 +73,8 @@ export type StartOptions = {
    * as with the reference PDS, the handlers' types and the tests stand for it)
    */
   validateResponses?: boolean
+  /** how often expired passkey challenges are deleted (tests shorten it) */
+  challengeSweepMs?: number
   /** scheduled S3 backups in milliseconds instead of PDS_BACKUP_INTERVAL_HOURS (tests) */
   backups?: { intervalMs?: number; checkMs?: number }
 }
@@ -114,7 +119,9 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     : undefined
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
   if (redis) await redisReady(redis, logger)
-  const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits)
+  const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits, {
+    accountOf: async (identifier) => (await findAccount(db, identifier))?.did,
+  })
   const services: Services = {
     firehose,
     config,
@@ -163,6 +170,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
   app.use(skipForXrpc(webRoutes()))
+  // the pages and the OAuth endpoints spend their budgets before any of their routes runs
+  app.use(skipForXrpc(requestLimits(config, rateLimits)))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(skipForXrpc(accountPages(services)))
   app.use(optionalBodies)
@@ -227,6 +236,11 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     10 * 60 * 1000,
   )
   gc.unref()
+  // expired passkey challenges leave by an indexed delete here, never on a request's path
+  const challengeSweep = setInterval(() => {
+    sweepExpiredChallenges(db).catch((err) => logger.warn({ err }, 'passkey challenge sweep failed'))
+  }, opts.challengeSweepMs ?? 60_000)
+  challengeSweep.unref()
   // the AWS SDK loads only when scheduled backups are configured
   const backups = config.backupS3
     ? (await import('./ops/backup-s3.js')).scheduleBackups(config, db, logger, opts.backups)
@@ -241,6 +255,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     close: () =>
       (closing ??= (async () => {
         clearInterval(gc)
+        clearInterval(challengeSweep)
         await backups.stop()
         await crawlers.stop()
         metricsHttp?.close()

@@ -72,6 +72,7 @@ describe('store migrations', () => {
       '015-sign-in-steps',
       '016-record-json',
       '017-block-refs',
+      '018-challenge-expiry',
     ])
     await again.destroy()
   })
@@ -81,10 +82,11 @@ describe('store migrations', () => {
     envs.push(env)
     const cfg = loadConfig(env).db
     const db = await openDb(cfg)
-    // the store as it was before: no count, records found by CID through their own index
+    // the store as it was before (no later migrations): no count, records found by CID through their own index
     await db.schema.alterTable('repo_block').dropColumn('refs').execute()
     await db.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
-    await sql`delete from kysely_migration where name = '017-block-refs'`.execute(db)
+    await db.schema.dropIndex('webauthn_challenge_expires_idx').execute()
+    await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
     const now = new Date().toISOString()
     const [a, b] = ['bafyreiaaaa', 'bafyreibbbb']
     const block = (did: string, cid: string) =>

@@ -27,7 +27,8 @@ import {
 let pds: TestPds
 let sink: MailSink
 let n = 0
-const LOGIN_BUDGET = 8
+// a password and a code each cost an attempt at the account, whichever spelling names it
+const LOGIN_BUDGET = 16
 
 /** a fresh account signed in through AtpAgent, its address confirmed */
 async function confirmedAccount() {

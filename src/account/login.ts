@@ -10,7 +10,7 @@ import { findAccount, type AccountRow } from './store.js'
 import type { Store } from '../db/schema.js'
 
 /** the account a password is tried against, as the lookup sees it: `" Alice.test"` is alice.test.
- *  The login budgets count per this key, so every spelling of one account shares them. */
+ *  The login budget counts per this key when the identifier names no account (else per its DID). */
 export const loginKey = (identifier: string) => identifier.trim().toLowerCase()
 
 export type LoginAttempt = {

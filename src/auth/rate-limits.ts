@@ -1,30 +1,35 @@
-// Rate limits: a global budget for every XRPC call, plus the named limits the auth registry's
-// `rateLimit` column gives a method. Counters live in memory, or in Redis when PDS_REDIS_URL is
-// set so every process shares them. Exceeding one answers 429 RateLimitExceeded with RateLimit-*
-// headers (xrpc-server's HttpRateLimiter sets them). Password checks outside XRPC routes (the
-// OAuth sign-in form through account/login.ts, admin Basic) spend the same login counters through
-// PasswordGuard.
+// Rate limits: a global budget for every XRPC call, the named limits the auth registry's
+// `rateLimit` column gives a method, and the budgets of the requests that are not XRPC calls (the
+// HTML pages, the OAuth endpoints, passkey options). Counters live in memory, or in Redis when
+// PDS_REDIS_URL is set so every process shares them. Exceeding one answers 429 RateLimitExceeded
+// with RateLimit-* headers (xrpc-server's HttpRateLimiter sets them on XRPC calls). Password checks
+// outside XRPC routes (the sign-in pages through account/login.ts, admin Basic) spend the same
+// login counters through PasswordGuard; the other requests spend theirs through `take`.
 import {
   MemoryRateLimiter,
   RedisRateLimiter,
   type HandlerContext,
   type Options as XrpcOptions,
   type RateLimiterI,
+  type RateLimiterStatus,
   type RateLimitOpts,
 } from '@atproto/xrpc-server'
-import type { Request } from 'express'
+import type { Request, Response } from 'express'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
 import { rowOf, type RateLimitName } from './registry.js'
 import { loginKey } from '../account/login.js'
+import { addressKey } from './address-key.js'
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
 
 export type Window = { durationMs: number; points: number }
-export type LimitName = RateLimitName | 'global' | 'loginAddress'
+/** the budgets of requests that are not XRPC calls: what a page row or an endpoint declares */
+export type RequestBudget = 'pageView' | 'pageForm' | 'pageAccount' | 'passkeyOptions' | 'oauthPar' | 'oauthToken'
+export type LimitName = RateLimitName | 'global' | 'loginAddress' | 'adminGlobal' | RequestBudget
 
 /**
  * The budgets (before PDS_RATE_LIMIT_MULTIPLIER). Logins, password resets and email sends are
@@ -32,16 +37,52 @@ export type LimitName = RateLimitName | 'global' | 'loginAddress'
  */
 export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
   global: [{ durationMs: 5 * MINUTE, points: 3000 }],
-  // password guesses at one account, from any address (many addresses are cheap to come by)
+  // password guesses at one account, from any address (many addresses are cheap to come by); a
+  // handle, email address or DID that names an account counts against that account
   login: [
     { durationMs: 5 * MINUTE, points: 30 },
     { durationMs: DAY, points: 300 },
   ],
-  // password checks from one address, whatever the account (guessing across many accounts)
+  // password checks from one address, whatever the account (guessing across many accounts), and
+  // wrong admin passwords from it
   loginAddress: [
     { durationMs: 5 * MINUTE, points: 100 },
     { durationMs: DAY, points: 1000 },
   ],
+  // wrong admin passwords from every address together: guessing from many networks ends here too
+  // (an operator locked out meanwhile still has the bypass addresses and the command line)
+  adminGlobal: [
+    { durationMs: 5 * MINUTE, points: 200 },
+    { durationMs: DAY, points: 2000 },
+  ],
+  // every HTML page shown (/account, the OAuth sign-in, sign-up, reset and consent pages), per address
+  pageView: [
+    { durationMs: 5 * MINUTE, points: 600 },
+    { durationMs: DAY, points: 10_000 },
+  ],
+  // every form posted to those pages (each sign-in step among them), per address
+  pageForm: [
+    { durationMs: 5 * MINUTE, points: 300 },
+    { durationMs: DAY, points: 5000 },
+  ],
+  // the forms one signed-in account posts, from any address
+  pageAccount: [
+    { durationMs: 5 * MINUTE, points: 300 },
+    { durationMs: DAY, points: 5000 },
+  ],
+  // passkey options: each one stores a challenge, per address
+  passkeyOptions: [
+    { durationMs: 5 * MINUTE, points: 60 },
+    { durationMs: DAY, points: 1000 },
+  ],
+  // pushed authorization requests: each one stores a request row, per address (an app's server
+  // signing its users in pushes one per sign-in)
+  oauthPar: [
+    { durationMs: 5 * MINUTE, points: 300 },
+    { durationMs: DAY, points: 10_000 },
+  ],
+  // token requests and revocations: a code redeemed, a refresh every access token's lifetime
+  oauthToken: [{ durationMs: 5 * MINUTE, points: 1500 }],
   createAccount: [{ durationMs: 5 * MINUTE, points: 100 }],
   email: [
     { durationMs: HOUR, points: 5 },
@@ -69,9 +110,11 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
 type Ctx = HandlerContext
 type Creds = { did?: string } | undefined
 
-/** the client address every per-address limit counts against (express's req.ip: PDS_TRUST_PROXY) */
+/** the client's address (express's req.ip: PDS_TRUST_PROXY) */
 export const clientAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) => req.ip ?? req.socket.remoteAddress ?? 'unknown'
-const ip = (ctx: Ctx) => clientAddress(ctx.req)
+/** what every per-address limit counts against: the address, an IPv6 one as its /64 */
+export const budgetAddress = (req: { ip?: string; socket: { remoteAddress?: string } }) => addressKey(clientAddress(req))
+const ip = (ctx: Ctx) => budgetAddress(ctx.req)
 const did = (ctx: Ctx) => (ctx.auth as { credentials?: Creds } | undefined)?.credentials?.did
 const identifierOf = (v: unknown) => (typeof v === 'string' ? v : '')
 const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body ?? {}) as Record<string, unknown>
@@ -79,9 +122,17 @@ const body = (ctx: Ctx) => ((ctx.input as { body?: unknown } | undefined)?.body 
 /** who a limit counts against: the account when the caller is signed in, else the address */
 const KEYS: Record<LimitName, (ctx: Ctx) => string> = {
   global: (ctx) => did(ctx) ?? ip(ctx),
-  // createSession names the account in its body; deleteAccount's caller is signed in
-  login: (ctx) => loginKey(did(ctx) ?? identifierOf(body(ctx).identifier)),
+  // createSession names the account in its body (the limiter turns it into the account's DID);
+  // deleteAccount's caller is signed in
+  login: (ctx) => did(ctx) ?? identifierOf(body(ctx).identifier),
   loginAddress: ip,
+  adminGlobal: () => 'all',
+  pageView: ip,
+  pageForm: ip,
+  pageAccount: (ctx) => did(ctx) ?? ip(ctx),
+  passkeyOptions: ip,
+  oauthPar: ip,
+  oauthToken: ip,
   createAccount: ip,
   email: (ctx) => did(ctx) ?? ip(ctx),
   resetPassword: ip,
@@ -109,11 +160,15 @@ export type RateLimitTuning = {
 /** a registry row's limit and the ones that always come with it */
 const WITH: Partial<Record<RateLimitName, LimitName[]>> = { login: ['login', 'loginAddress'] }
 
-/** password checks that are not XRPC routes spend the login budgets here */
+/** a request's budget: spent, or refused with the seconds to wait; `status` feeds RateLimit-* headers */
+export type Taken = { ok: true; status?: RateLimiterStatus } | { ok: false; retryAfterS: number; status: RateLimiterStatus }
+
+/** password checks that are not XRPC routes spend the login budgets here, other requests theirs */
 export interface PasswordGuard {
   /**
-   * counts one password attempt at `identifier` from the request's address; the seconds to wait
-   * when either budget is spent (nothing is checked then), else undefined
+   * counts one password attempt at `identifier` (the account it names, when it names one) from the
+   * request's address; the seconds to wait when either budget is spent (nothing is checked then),
+   * else undefined
    */
   attempt(req: Request, identifier: string): Promise<number | undefined>
   /**
@@ -122,10 +177,24 @@ export interface PasswordGuard {
    * when it is spent, else undefined
    */
   spend(req: Request, limit: 'resetPassword' | 'createAccount' | 'email', did?: string): Promise<number | undefined>
-  /** admin Basic: the seconds to wait when this address may not try the admin password now */
-  adminBlocked(req: Request): Promise<number | undefined>
-  /** admin Basic: counts a wrong admin password against the address */
-  adminFailed(req: Request): Promise<void>
+  /**
+   * one request of `budget`: per signed-in account with `did` (pageAccount), else per address.
+   * Always allowed when rate limits are off or the request may bypass them.
+   */
+  take(req: Request, budget: RequestBudget, did?: string): Promise<Taken>
+  /**
+   * admin Basic: counts one try of the admin password from this address and from everybody,
+   * before the password is compared (so concurrent guesses get no more tries); the seconds to
+   * wait when either budget is spent, else undefined
+   */
+  adminAttempt(req: Request): Promise<number | undefined>
+  /** admin Basic: the try was the right password, so it costs nothing after all */
+  adminSucceeded(req: Request): Promise<void>
+}
+
+export type RateLimitDeps = {
+  /** the DID of the account a handle, email address or DID names, if any */
+  accountOf?: (identifier: string) => Promise<string | undefined>
 }
 
 export class RateLimits implements PasswordGuard {
@@ -139,6 +208,7 @@ export class RateLimits implements PasswordGuard {
     private logger: Logger,
     private redis: Redis | undefined,
     tuning: RateLimitTuning = {},
+    private deps: RateLimitDeps = {},
   ) {
     const m = config.rateLimitMultiplier
     const merged = { ...DEFAULT_LIMITS, ...tuning.limits }
@@ -172,44 +242,56 @@ export class RateLimits implements PasswordGuard {
 
   async attempt(req: Request, identifier: string): Promise<number | undefined> {
     if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
-    const spend = (name: LimitName, key: string) =>
-      this.limits[name].map((w, i) => this.limiter(name, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 }))
-    const results = await Promise.allSettled([...spend('login', loginKey(identifier)), ...spend('loginAddress', ip({ req } as Ctx))])
-    return waitOf(results)
+    return waitOf(
+      await Promise.allSettled([...this.consume(req, 'login', identifier), ...this.consume(req, 'loginAddress', budgetAddress(req))]),
+    )
   }
 
   async spend(req: Request, limit: 'resetPassword' | 'createAccount' | 'email', did?: string): Promise<number | undefined> {
     if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
     // the same key the XRPC method's limit uses, so the page and the method share one budget
-    const key = limit === 'email' && did ? did : ip({ req } as Ctx)
-    const results = await Promise.allSettled(
-      this.limits[limit].map((w, i) => this.limiter(limit, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 })),
-    )
-    return waitOf(results)
+    const key = limit === 'email' && did ? did : budgetAddress(req)
+    return waitOf(await Promise.allSettled(this.consume(req, limit, key)))
   }
 
-  async adminBlocked(req: Request): Promise<number | undefined> {
+  async take(req: Request, budget: RequestBudget, did?: string): Promise<Taken> {
+    if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return { ok: true }
+    const results = await Promise.allSettled(this.consume(req, budget, did ?? budgetAddress(req)))
+    const wait = waitOf(results)
+    // the headers describe the window that refuses (the longest wait), else the one with least left
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as { status: RateLimiterStatus }).status] : []))
+    const passed = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
+    const status = refused.length
+      ? refused.reduce((a, b) => (b.msBeforeNext > a.msBeforeNext ? b : a))
+      : passed.reduce<RateLimiterStatus | undefined>((a, b) => (!a || b.remainingPoints < a.remainingPoints ? b : a), undefined)
+    if (wait === undefined) return { ok: true, status }
+    return { ok: false, retryAfterS: wait, status: status! }
+  }
+
+  async adminAttempt(req: Request): Promise<number | undefined> {
     if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return undefined
-    const key = ip({ req } as Ctx)
-    let wait: number | undefined
-    for (const [i, w] of this.limits.loginAddress.entries()) {
-      const inner = (
-        this.limiter('loginAddress', i, w) as {
-          limiter?: { get(k: string): Promise<{ consumedPoints: number; msBeforeNext: number } | null> }
-        }
-      ).limiter
-      const res = await inner?.get(key).catch(() => null)
-      if (res && res.consumedPoints >= w.points) wait = Math.max(wait ?? 0, Math.ceil(res.msBeforeNext / 1000))
-    }
-    return wait
+    // the global budget only counts tries an address may still make: one address hammering away
+    // spends its own budget, not everybody's
+    const wait = waitOf(await Promise.allSettled(this.consume(req, 'loginAddress', budgetAddress(req))))
+    return wait ?? waitOf(await Promise.allSettled(this.consume(req, 'adminGlobal', 'all')))
   }
 
-  async adminFailed(req: Request): Promise<void> {
+  async adminSucceeded(req: Request): Promise<void> {
     if (!this.config.rateLimitsEnabled || this.bypassed({ req } as Ctx)) return
-    const key = ip({ req } as Ctx)
-    await Promise.allSettled(
-      this.limits.loginAddress.map((w, i) => this.limiter('loginAddress', i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 })),
-    )
+    await Promise.allSettled([this.refund('loginAddress', budgetAddress(req)), this.refund('adminGlobal', 'all')])
+  }
+
+  /** one point of every window of `name`, counted against `key` */
+  private consume(req: Request, name: LimitName, key: string) {
+    return this.limits[name].map((w, i) => this.limiter(name, i, w).consume(req, { calcKey: () => key, calcPoints: () => 1 }))
+  }
+
+  /** gives back the point a try took from every window of `name` */
+  private async refund(name: LimitName, key: string): Promise<void> {
+    for (const [i, w] of this.limits[name].entries()) {
+      const inner = (this.limiter(name, i, w) as { limiter?: { reward(k: string, points: number): Promise<unknown> } }).limiter
+      await inner?.reward(key, 1).catch(() => undefined)
+    }
   }
 
   private limiter(name: LimitName, i: number, w: Window): RateLimiterI<unknown> {
@@ -220,7 +302,7 @@ export class RateLimits implements PasswordGuard {
   private bypassed(ctx: Ctx): boolean {
     const { rateLimitBypassKey: key, rateLimitBypassIps: ips } = this.config
     if (key && ctx.req.headers['x-ratelimit-bypass'] === key) return true
-    return ips.length > 0 && ips.includes(ip(ctx))
+    return ips.length > 0 && ips.includes(clientAddress(ctx.req))
   }
 
   private create<C>(opts: {
@@ -242,10 +324,53 @@ export class RateLimits implements PasswordGuard {
         return null
       },
     }
-    const limiter = this.redis ? new RedisRateLimiter<C>(this.redis, options) : new MemoryRateLimiter<C>(options)
+    let limiter: RateLimiterI<C> = this.redis ? new RedisRateLimiter<C>(this.redis, options) : new MemoryRateLimiter<C>(options)
+    if (opts.keyPrefix.startsWith('rl-login:')) limiter = new AccountKeyed(limiter, opts.calcKey, this.deps.accountOf)
     this.made.set(opts.keyPrefix, limiter as RateLimiterI<unknown>)
     return limiter
   }
+}
+
+/**
+ * The login budget of an identifier that names an account is the account's, whichever spelling
+ * (handle, email address, DID) was typed; one that names none counts as typed, trimmed and
+ * lower-cased. The lookup is asynchronous, which a limiter's key function cannot be.
+ */
+class AccountKeyed<C> implements RateLimiterI<C> {
+  constructor(
+    private inner: RateLimiterI<C>,
+    private calcKey: (ctx: C) => string | null,
+    private accountOf: RateLimitDeps['accountOf'],
+  ) {}
+
+  private async key(ctx: C, calc?: (ctx: C) => string | null): Promise<string | null> {
+    const typed = (calc ?? this.calcKey)(ctx)
+    if (typed === null) return null
+    const did = typed.trim() ? await this.accountOf?.(typed).catch(() => undefined) : undefined
+    return did ?? loginKey(typed)
+  }
+
+  async consume(ctx: C, opts?: Parameters<RateLimiterI<C>['consume']>[1]) {
+    const key = await this.key(ctx, opts?.calcKey)
+    if (key === null) return null
+    return this.inner.consume(ctx, { ...opts, calcKey: () => key })
+  }
+
+  async reset(ctx: C, opts?: Parameters<RateLimiterI<C>['reset']>[1]) {
+    const key = await this.key(ctx, opts?.calcKey)
+    if (key !== null) await this.inner.reset(ctx, { calcKey: () => key })
+  }
+}
+
+/** RateLimit-* headers of `status` on a response that is not an XRPC call's, as xrpc-server sets them */
+export function setRateLimitHeaders(res: Response, status: RateLimiterStatus | undefined, retryAfterS?: number): void {
+  if (status) {
+    res.setHeader('RateLimit-Limit', status.limit)
+    res.setHeader('RateLimit-Reset', Math.floor((Date.now() + status.msBeforeNext) / 1000))
+    res.setHeader('RateLimit-Remaining', status.remainingPoints)
+    res.setHeader('RateLimit-Policy', `${status.limit};w=${status.duration}`)
+  }
+  if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS))
 }
 
 /** the longest wait among the spent budgets (a rejected consume), in whole seconds */

@@ -279,15 +279,16 @@ async function verifyAdmin(ctx: MethodAuthContext, { config, passwords }: Verifi
   if (!password) throw xrpcError('AuthenticationRequired', 'The admin API is off on this server')
   const { scheme, token } = bearer(ctx.req.headers.authorization)
   if (scheme !== 'basic') throw xrpcError('InvalidToken', 'Unexpected authorization type')
-  // an address that spent its login budget may not guess again, right or wrong
-  const wait = await passwords?.adminBlocked(ctx.req as never)
+  // every try counts before the comparison (against the address and against everybody), so an
+  // address or a crowd that spent its budget may not guess again, right or wrong
+  const wait = await passwords?.adminAttempt(ctx.req as never)
   if (wait !== undefined) throw tooManyAttempts(ctx, wait)
   const given = Buffer.from(token, 'base64').toString('utf8')
   // equal-length digests: the comparison costs the same whatever the guess
   if (!timingSafeEqual(digest(given), digest(`admin:${password}`))) {
-    await passwords?.adminFailed(ctx.req as never)
     throw xrpcError('AuthenticationRequired', 'Invalid admin credentials')
   }
+  await passwords?.adminSucceeded(ctx.req as never)
 }
 
 function tooManyAttempts(ctx: MethodAuthContext, waitS: number) {

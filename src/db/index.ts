@@ -34,6 +34,7 @@ import * as m014 from './migrations/014-revoked-grants.js'
 import * as m015 from './migrations/015-sign-in-steps.js'
 import * as m016 from './migrations/016-record-json.js'
 import * as m017 from './migrations/017-block-refs.js'
+import * as m018 from './migrations/018-challenge-expiry.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
@@ -90,6 +91,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '015-sign-in-steps': m015,
   '016-record-json': m016,
   '017-block-refs': m017,
+  '018-challenge-expiry': m018,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

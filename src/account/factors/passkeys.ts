@@ -2,7 +2,7 @@
 // usable as a second factor after the password and for signing in without one (a discoverable
 // credential: the credential id names the account). The relying party is this server: its id is
 // the public URL's host name, the origin the public URL's. Challenges are kept server-side, taken
-// once by a conditional delete, and live five minutes.
+// once by a conditional delete, and live five minutes; expired ones are swept in the background.
 import type {
   AuthenticationResponseJSON,
   PublicKeyCredentialCreationOptionsJSON,
@@ -40,13 +40,28 @@ const relyingParty = (config: Pick<Config, 'publicUrl'>) => {
 }
 
 async function rememberChallenge(db: Store, challenge: string, purpose: 'register' | 'authenticate', did: string | null) {
-  const now = new Date().toISOString()
-  // expired ones of anybody go here, so the table stays small without a sweeper
-  await db.deleteFrom('webauthn_challenge').where('expires_at', '<', now).execute()
   await db
     .insertInto('webauthn_challenge')
     .values({ challenge, purpose, did, expires_at: new Date(Date.now() + CHALLENGE_TTL_MS).toISOString() })
     .execute()
+}
+
+const SWEEP_BATCH = 500
+
+/**
+ * deletes expired challenges (the server runs it every minute, off any request's path): batches
+ * found through the expires_at index, so no delete scans the table or holds the write lock long
+ */
+export async function sweepExpiredChallenges(db: Store, now = new Date()): Promise<number> {
+  const cutoff = now.toISOString()
+  let removed = 0
+  for (;;) {
+    const batch = db.selectFrom('webauthn_challenge').select('challenge').where('expires_at', '<', cutoff).limit(SWEEP_BATCH)
+    const res = await db.deleteFrom('webauthn_challenge').where('challenge', 'in', batch).executeTakeFirst()
+    const n = Number(res.numDeletedRows)
+    removed += n
+    if (n < SWEEP_BATCH) return removed
+  }
 }
 
 /** the challenge the browser signed (from clientDataJSON), taken if it is live and was issued for this purpose */
