@@ -194,7 +194,11 @@ describe('sign-in pages over HTTP', () => {
   })
 
   it('answers 429 with Retry-After once the reset form’s budget is spent', async () => {
-    const limited = await startTestPds({ PDS_RATE_LIMITS_ENABLED: 'true', PDS_RATE_LIMIT_MULTIPLIER: '0.0001' })
+    // the reset budget shrunk to one request (the pages' own budgets stay as they are)
+    const limited = await startTestPds(
+      { PDS_RATE_LIMITS_ENABLED: 'true' },
+      { rateLimits: { limits: { resetPassword: [{ durationMs: 60_000, points: 1 }] } } },
+    )
     try {
       const s = { url: limited.url, publicUrl: limited.env.PDS_PUBLIC_URL }
       const requestUri = await request({}, s)
