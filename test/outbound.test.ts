@@ -213,7 +213,7 @@ describe('outbound guard', () => {
     expect(wire.requests).toBe(1)
   })
 
-  it('classifies loopback, private, link-local, unique-local, multicast and embedded IPv4 addresses', () => {
+  it('classifies loopback, private, link-local, unique-local, multicast, IPv4-mapped and -translated and embedded IPv4 addresses', () => {
     const refused = [
       '127.0.0.1',
       '10.1.2.3',
@@ -240,6 +240,20 @@ describe('outbound guard', () => {
       '64:ff9b::10.0.0.1',
       '2002:a00:1::1',
       '2002:7f00:1::',
+      // IPv4-mapped, whatever is inside: no service on the internet has such an address
+      '::ffff:0:0',
+      '::ffff:8.8.8.8',
+      '0:0:0:0:0:ffff:808:808',
+      // IPv4-translated (::ffff:0:0:0/96)
+      '::ffff:0:7f00:1',
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:a00:1',
+      '::ffff:0:808:808',
+      '0:0:0:0:ffff:0:a9fe:a9fe',
+      // NAT64 and its local-use prefix with a private address inside
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b::192.168.1.1',
+      '64:ff9b:1::808:808',
     ]
     for (const a of refused) expect(isPublicAddress(a), a).toBe(false)
     for (const a of [
@@ -247,7 +261,6 @@ describe('outbound guard', () => {
       '8.8.8.8',
       '100.128.0.1',
       '2606:4700::1111',
-      '::ffff:8.8.8.8',
       '64:ff9b::808:808',
       '2002:808:808::1',
     ]) {

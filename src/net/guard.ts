@@ -1,9 +1,9 @@
 // The one way to reach an address that a caller or someone else's document chose (did:web
 // documents, proxy targets, OAuth client metadata, migration destinations). Outside development
 // mode: https only, the host resolved first and every loopback, private, link-local, unique-local,
-// multicast or reserved address refused, the socket dialled to the vetted address itself (so DNS
-// rebinding cannot slip past), and redirects never followed. Operator-configured endpoints (PLC
-// directory, AppView, relays, email API) do not come through here.
+// multicast, reserved or IPv4-mapped address refused, the socket dialled to the vetted address
+// itself (so DNS rebinding cannot slip past), and redirects never followed. Operator-configured
+// endpoints (PLC directory, AppView, relays, email API) do not come through here.
 import { lookup as systemLookup } from 'node:dns'
 import { Resolver } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
@@ -155,16 +155,20 @@ export function isPublicAddress(address: string): boolean {
   const family = isIP(address)
   if (family === 4) return !refused.check(address, 'ipv4')
   if (family !== 6) return false
-  // BlockList also matches IPv4-mapped addresses (::ffff:a.b.c.d) against the IPv4 rules
   if (refused.check(address, 'ipv6')) return false
-  const embedded = embeddedIpv4(address)
+  const g = ipv6Groups(address)
+  if (!g) return false
+  // IPv4-mapped (::ffff:0:0/96) and IPv4-translated (::ffff:0:0:0/96) addresses never name a
+  // service on the internet; a socket given one dials the IPv4 address inside, whatever it is
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return false
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return false
+  const embedded = embeddedIpv4(g)
   return embedded === undefined || !refused.check(embedded, 'ipv4')
 }
 
-// NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address a gateway will dial
-function embeddedIpv4(address: string): string | undefined {
-  const g = ipv6Groups(address)
-  if (!g) return undefined
+// NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address a gateway will dial; an
+// IPv6-only host reaches public IPv4 services through NAT64, so only a refused one inside counts
+function embeddedIpv4(g: number[]): string | undefined {
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4(g[6], g[7])
   if (g[0] === 0x2002) return v4(g[1], g[2])
