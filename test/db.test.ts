@@ -73,6 +73,7 @@ describe('store migrations', () => {
       '016-record-json',
       '017-block-refs',
       '018-challenge-expiry',
+      '019-takedown-indexes',
     ])
     await again.destroy()
   })
@@ -86,6 +87,8 @@ describe('store migrations', () => {
     await db.schema.alterTable('repo_block').dropColumn('refs').execute()
     await db.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
     await db.schema.dropIndex('webauthn_challenge_expires_idx').execute()
+    await db.schema.dropIndex('account_takendown_idx').execute()
+    await db.schema.dropIndex('record_takedown_idx').execute()
     await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
     const now = new Date().toISOString()
     const [a, b] = ['bafyreiaaaa', 'bafyreibbbb']

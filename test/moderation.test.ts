@@ -5,7 +5,9 @@
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { AtpAgent } from '@atproto/api'
 import * as dagCbor from '@ipld/dag-cbor'
+import { verifyRepoCar } from '@atproto/repo'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { subscribe } from './firehose-client.js'
 import { ADMIN_PASSWORD, PASSWORD, describe, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
@@ -111,6 +113,81 @@ describe('moderation of records and blobs', () => {
     await admin().updateSubjectStatus({ subject, takedown: { applied: false } }, { headers })
     expect((await admin().getSubjectStatus({ did, blob: cid }, { headers })).data.takedown).toEqual({ applied: false })
     expect(Buffer.from((await reader.com.atproto.sync.getBlob({ did, cid })).data)).toEqual(Buffer.from(bytes))
+  })
+
+  it('getBlocks refuses a taken-down record’s block with BlockNotFound until the takedown is reversed; getRepo keeps it', async () => {
+    const agent = await newAgent()
+    const did = didOf(agent)
+    const createdAt = new Date().toISOString()
+    const hidden = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: post('hidden') })
+    const kept = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: post('kept') })
+    // two records with one value share its block
+    const twin = post('twin', { createdAt })
+    const twinA = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: twin })
+    const twinB = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: twin })
+    expect(twinA.data.cid).toBe(twinB.data.cid)
+    const reader = new AtpAgent({ service: pds.url })
+    const blocks = (cids: string[]) => reader.com.atproto.sync.getBlocks({ did, cids })
+    expect((await blocks([hidden.data.cid, kept.data.cid])).success).toBe(true)
+
+    const strong = (r: typeof hidden) => ({ $type: 'com.atproto.repo.strongRef', uri: r.data.uri, cid: r.data.cid })
+    await admin().updateSubjectStatus({ subject: strong(hidden), takedown: { applied: true } }, { headers })
+    await admin().updateSubjectStatus({ subject: strong(twinA), takedown: { applied: true } }, { headers })
+    expect(await errorOf(blocks([hidden.data.cid]))).toBe('BlockNotFound')
+    expect(await errorOf(blocks([kept.data.cid, hidden.data.cid]))).toBe('BlockNotFound')
+    const raw = await xrpc(pds.url, 'com.atproto.sync.getBlocks', { params: { did, cids: hidden.data.cid } })
+    expect([raw.status, raw.body.error]).toEqual([400, 'BlockNotFound'])
+    // the rest of the repository, and a value a record that is not taken down still has
+    expect((await blocks([kept.data.cid, twinA.data.cid])).success).toBe(true)
+    // the whole repository still carries it, so its commit verifies
+    const car = new Uint8Array((await reader.com.atproto.sync.getRepo({ did })).data)
+    const doc = (await reader.com.atproto.identity.resolveDid({ did })).data.didDoc as any
+    const verified = await verifyRepoCar(car, did, 'did:key:' + doc.verificationMethod[0].publicKeyMultibase)
+    expect(verified.creates.map((c) => c.cid.toString())).toContain(hidden.data.cid)
+
+    await admin().updateSubjectStatus({ subject: strong(twinB), takedown: { applied: true } }, { headers })
+    expect(await errorOf(blocks([twinA.data.cid]))).toBe('BlockNotFound')
+    await admin().updateSubjectStatus({ subject: strong(hidden), takedown: { applied: false } }, { headers })
+    expect((await blocks([hidden.data.cid])).success).toBe(true)
+  })
+
+  it('a firehose replay leaves out a taken-down account’s events, its #account ones aside, and carries them again after the reversal', async () => {
+    const agent = await newAgent()
+    const did = didOf(agent)
+    const other = await newAgent()
+    const note = await agent.com.atproto.repo.createRecord({ repo: did, collection: 'app.bsky.feed.post', record: post('before') })
+    const repoRef = { $type: 'com.atproto.admin.defs#repoRef', did }
+    await admin().updateSubjectStatus({ subject: repoRef, takedown: { applied: true } }, { headers })
+    // not even the whole repository is served while it is taken down
+    expect(await errorOf(new AtpAgent({ service: pds.url }).com.atproto.sync.getRepo({ did }))).toBe('RepoTakendown')
+    // a replay from the start, up to a write made after the takedown
+    const replay = async (rkey: string) => {
+      const marker = await other.com.atproto.repo.createRecord({
+        repo: didOf(other),
+        collection: 'app.bsky.feed.post',
+        rkey,
+        record: post(rkey),
+      })
+      const fh = await subscribe(pds.url, 0)
+      try {
+        const frames = await fh.until((f) => f.some((x) => x.t === '#commit' && x.body.commit?.toString() === marker.data.commit.cid))
+        return frames.filter((f) => f.body.did === did || f.body.repo === did)
+      } finally {
+        fh.close()
+      }
+    }
+    const down = await replay('markerdown')
+    expect(down.map((f) => f.t)).toEqual(['#account', '#account'])
+    expect(down.at(-1)!.body).toMatchObject({ did, active: false, status: 'takendown' })
+
+    await admin().updateSubjectStatus({ subject: repoRef, takedown: { applied: false } }, { headers })
+    const up = await replay('markerup')
+    // everything again, the commit of the record made before the takedown included
+    expect(new Set(up.map((f) => f.t))).toEqual(new Set(['#identity', '#account', '#sync', '#commit']))
+    const paths = up.filter((f) => f.t === '#commit').flatMap((f) => f.body.ops.map((o: { path: string }) => o.path))
+    expect(paths).toContain(note.data.uri.split('/').slice(3).join('/'))
+    expect(up.slice(-2).map((f) => f.t)).toEqual(['#account', '#account'])
+    expect(up.at(-1)!.body).toMatchObject({ did, active: true })
   })
 
   it('answers unknown record and blob subjects with 404 and a blob without its DID with 400', async () => {

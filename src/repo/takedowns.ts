@@ -51,3 +51,26 @@ export async function setBlobTakedown(db: Store, did: string, cid: string, taked
     .executeTakeFirst()
   if (res.numUpdatedRows === 0n) throw notFound()
 }
+
+/**
+ * the blocks among `cids` that are the value of taken-down records of `did` alone: a record with
+ * the same value that is not taken down (the block counts every record it is the value of) shows it
+ */
+export async function takenDownValues(db: Store, did: string, cids: string[]): Promise<Set<string>> {
+  const out = new Set<string>()
+  if (!cids.length) return out
+  // along the partial index of taken-down records: none for almost every repository
+  const rows = await db
+    .selectFrom('record')
+    .innerJoin('repo_block', (j) => j.onRef('repo_block.did', '=', 'record.did').onRef('repo_block.cid', '=', 'record.cid'))
+    .select(['record.cid as cid', 'repo_block.refs as refs'])
+    .where('record.did', '=', did)
+    .where('record.takedown_ref', 'is not', null)
+    .execute()
+  if (!rows.length) return out
+  const wanted = new Set(cids)
+  const down = new Map<string, number>()
+  for (const r of rows) if (wanted.has(r.cid)) down.set(r.cid, (down.get(r.cid) ?? 0) + 1)
+  for (const r of rows) if ((down.get(r.cid) ?? 0) >= Number(r.refs)) out.add(r.cid)
+  return out
+}

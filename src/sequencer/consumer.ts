@@ -2,7 +2,8 @@
 // here rather than yielded one by one, so what the server holds for a consumer is measured where
 // it sits (the socket's unsent bytes) and a consumer that stops reading cannot stall anything:
 // - a replay takes one of a few backfill slots, reads the log a page at a time, lets other work
-//   run between pages, and gives its slot up while it waits for the consumer to read;
+//   run between pages, and gives its slot up while it waits for the consumer to read; it leaves
+//   out the events of accounts taken down now, their `#account` events aside;
 // - frames are written to the connection under the WebSocket as the firehose built them, many in
 //   one write: a group of the replay, or all live events of one hand-out in the one buffer every
 //   consumer is given (a system call per frame and consumer was most of the cost of serving);
@@ -115,7 +116,7 @@ export async function* consume(
     for (;;) {
       while (fromLog) {
         if (!slot && !(slot = await hose.backfills.acquire(signal))) return
-        const rows = await hose.rowsAfter(last, PAGE)
+        const rows = await hose.rowsAfter(last, PAGE, { replay: true })
         for (let i = 0; i < rows.length;) {
           if (gone()) return
           // as many frames as the high-water mark allows leave in one write (at least one: a

@@ -257,11 +257,29 @@ export class Firehose {
     }
   }
 
-  async rowsAfter(seq: number, limit: number): Promise<Row[]> {
+  async rowsAfter(seq: number, limit: number, opts: { replay?: boolean } = {}): Promise<Row[]> {
     const rows = await this.db
       .selectFrom('event')
       .select(['seq', 'type', 'payload', 'sequenced_at'])
       .where('seq', '>', seq)
+      // a replay leaves out the events of accounts taken down now but their `#account` ones, as
+      // relays drop them: a consumer catching up never gets what is no longer served, and learns
+      // that the account is taken down (the literal lets SQLite use the partial index)
+      .$if(!!opts.replay, (q) =>
+        q.where((eb) =>
+          eb.or([
+            eb('type', '=', 'account'),
+            eb(
+              'did',
+              'not in',
+              eb
+                .selectFrom('account')
+                .select('did')
+                .where(sql<boolean>`status = 'takendown'`),
+            ),
+          ]),
+        ),
+      )
       .orderBy('seq')
       .limit(limit)
       .execute()
