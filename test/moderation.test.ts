@@ -170,7 +170,7 @@ describe('moderation of records and blobs', () => {
       })
       const fh = await subscribe(pds.url, 0)
       try {
-        const frames = await fh.until((f) => f.some((x) => x.t === '#commit' && x.body.commit?.toString() === marker.data.commit.cid))
+        const frames = await fh.until((f) => f.some((x) => x.t === '#commit' && x.body.commit?.toString() === marker.data.commit!.cid))
         return frames.filter((f) => f.body.did === did || f.body.repo === did)
       } finally {
         fh.close()
