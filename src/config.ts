@@ -136,6 +136,11 @@ const vars = {
     .string()
     .regex(/^did:[a-z]+:\S+$/, 'must be a DID')
     .optional(),
+  // image URLs in views this server builds itself: format(pattern, kind, did, cid), as the AppView's CDN serves them
+  PDS_BSKY_APP_VIEW_CDN_URL_PATTERN: z
+    .string()
+    .refine((s) => s.split('%s').length === 4, 'must hold three %s (image kind, DID, CID)')
+    .optional(),
   PDS_LEXICON_AUTHORITY_DID: z
     .string()
     .refine((s) => isValidDid(s), 'must be a DID')
@@ -230,7 +235,7 @@ export type Config = {
   /** express `trust proxy`: whose X-Forwarded-For is believed for the client address */
   trustProxy: string[]
   crawlers: string[]
-  appView?: { url: string; did: string }
+  appView?: { url: string; did: string; cdnUrlPattern?: string }
   /** set: the DID that publishes every lexicon (permission sets), instead of each NSID's DNS authority */
   lexiconAuthorityDid?: string
   metrics: boolean
@@ -408,7 +413,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitBypassIps: v.PDS_RATE_LIMIT_BYPASS_IPS,
     trustProxy: v.PDS_TRUST_PROXY,
     crawlers,
-    appView: v.PDS_BSKY_APP_VIEW_URL ? { url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''), did: v.PDS_BSKY_APP_VIEW_DID! } : undefined,
+    appView: v.PDS_BSKY_APP_VIEW_URL
+      ? {
+          url: v.PDS_BSKY_APP_VIEW_URL.replace(/\/+$/, ''),
+          did: v.PDS_BSKY_APP_VIEW_DID!,
+          cdnUrlPattern: v.PDS_BSKY_APP_VIEW_CDN_URL_PATTERN,
+        }
+      : undefined,
     lexiconAuthorityDid: v.PDS_LEXICON_AUTHORITY_DID,
     metrics: v.PDS_METRICS || v.PDS_METRICS_PORT !== undefined,
     metricsPort: v.PDS_METRICS_PORT,

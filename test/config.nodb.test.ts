@@ -29,6 +29,7 @@ describe('configuration', () => {
     ['PDS_RATE_LIMITS_ENABLED', 'yes'],
     ['PDS_CRAWLERS', 'https://ok.example,bad'],
     ['PDS_BSKY_APP_VIEW_DID', 'not-a-did'],
+    ['PDS_BSKY_APP_VIEW_CDN_URL_PATTERN', 'https://cdn.example/%s'],
     ['PDS_METRICS', 'on'],
     ['PDS_FIREHOSE_RETENTION_HOURS', '-1'],
     ['PDS_BLOB_UPLOAD_LIMIT', '0'],

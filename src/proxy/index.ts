@@ -5,7 +5,7 @@
 // size are bounded. Without a target the method stays 501 MethodNotImplemented. A target named by
 // the header comes from someone's DID document, so it is reached through the outbound guard; only
 // the configured AppView is dialled directly.
-import { Transform, type Readable } from 'node:stream'
+import { Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { NextFunction, Request, Response } from 'express'
 import { ensureValidNsid } from '@atproto/syntax'
@@ -16,6 +16,7 @@ import { mintServiceAuth } from '../auth/service-auth.js'
 import { verifyAccessRequest } from '../auth/verifier.js'
 import { rpcNeed } from '../auth/permissions.js'
 import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
+import { isReadAfterWrite, readAfterWrite, type Upstream } from '../read-after-write/index.js'
 
 /** request headers a client may send on to the target */
 const REQ_HEADERS = [
@@ -35,6 +36,7 @@ const RES_HEADERS = [
   'content-encoding',
   'content-language',
   'atproto-repo-rev',
+  'atproto-upstream-lag',
   'atproto-content-labelers',
   'retry-after',
 ]
@@ -71,7 +73,7 @@ export function createProxy(deps: ProxyDeps) {
       const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
       // the same service token getServiceAuth mints (ES256K, repository key), for the target's DID
       const jwt = await mintServiceAuth(deps, { iss: creds.did, aud: target.did, lxm: nsid })
-      await forward(req, res, target, jwt, deps)
+      await forward(req, res, target, jwt, deps, { nsid, did: creds.did })
     } catch (err) {
       if (res.headersSent) {
         logger.warn({ err: String(err) }, 'proxied response cut short')
@@ -99,7 +101,7 @@ export function createProxy(deps: ProxyDeps) {
     return { did: config.appView.did, url: config.appView.url, trusted: true, ref: config.appView.did + service }
   }
 
-  async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps) {
+  async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps, call: { nsid: string; did: string }) {
     const headers: Record<string, string> = { authorization: `Bearer ${jwt}` }
     for (const name of REQ_HEADERS) {
       const v = req.headers[name]
@@ -111,7 +113,7 @@ export function createProxy(deps: ProxyDeps) {
       throw xrpcError('PayloadTooLarge', 'Request body too large')
     }
     const url = target.url + req.url
-    let upstream
+    let upstream: Upstream
     try {
       const send = target.trusted ? request : deps.outbound.request.bind(deps.outbound)
       upstream = await send(url, {
@@ -123,6 +125,10 @@ export function createProxy(deps: ProxyDeps) {
       })
     } catch (err) {
       throw upstreamError(err, deps)
+    }
+    // the requester's own records the AppView has not indexed yet join its answer
+    if (req.method === 'GET' && isReadAfterWrite(call.nsid)) {
+      upstream = await readAfterWrite(deps, { ...call, url: req.url }, upstream)
     }
     const declared = Number(upstream.headers['content-length'] ?? 0)
     if (declared > config.proxy.maxResponseBytes) {
@@ -137,7 +143,7 @@ export function createProxy(deps: ProxyDeps) {
     }
     const cap = byteLimit(config.proxy.maxResponseBytes, () => new Error('upstream response too large'))
     try {
-      await pipeline(upstream.body as Readable, cap, res)
+      await pipeline(upstream.body, cap, res)
       deps.metrics.proxied.inc({ status: String(upstream.statusCode) })
     } catch (err) {
       deps.metrics.proxied.inc({ status: 'aborted' })

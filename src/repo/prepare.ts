@@ -17,7 +17,7 @@ let loaded: Lexicons | undefined
  * The official lexicons (~40 MiB of schemas) load on the first validated write, not at start;
  * kept once loaded, as an import() of a loaded module still resolves its specifier every time.
  */
-async function officialLexicons(): Promise<Lexicons> {
+export async function officialLexicons(): Promise<Lexicons> {
   return (loaded ??= (await import('@atproto/api')).lexicons)
 }
 

@@ -186,3 +186,61 @@ export async function listRepoHeads(db: Store, page: { limit: number; cursor?: s
   if (page.cursor) q = q.where('repo_root.did', '>', page.cursor)
   return q.execute()
 }
+
+export type RecentRecord = { uri: string; cid: string; rev: string; indexedAt: string; value: Record<string, unknown> }
+
+/**
+ * records of `collection` written after `sinceRev`, oldest first: only the `scan` newest record
+ * keys are looked at (walking the (did, collection, rkey) index backwards), so the cost is bounded
+ * whatever the repository's size; a record created under an old key is not found. Taken-down
+ * records and records whose block is gone are left out.
+ */
+export async function recordsSince(db: Store, did: string, collection: string, sinceRev: string, scan: number): Promise<RecentRecord[]> {
+  const rows = await db
+    .selectFrom('record')
+    .select(['uri', 'cid', 'rev', 'indexed_at', 'value_json'])
+    .where('did', '=', did)
+    .where('collection', '=', collection)
+    .where('takedown_ref', 'is', null)
+    .orderBy('rkey', 'desc')
+    .limit(scan)
+    .execute()
+  const recent = rows.filter((r) => r.rev > sinceRev).sort((a, b) => (a.rev < b.rev ? -1 : a.rev > b.rev ? 1 : 0))
+  return withValues(db, did, recent)
+}
+
+/** one record by collection and key when it was written after `sinceRev` */
+export async function recordIfSince(
+  db: Store,
+  did: string,
+  collection: string,
+  rkey: string,
+  sinceRev: string,
+): Promise<RecentRecord | undefined> {
+  const rows = await db
+    .selectFrom('record')
+    .select(['uri', 'cid', 'rev', 'indexed_at', 'value_json'])
+    .where('did', '=', did)
+    .where('collection', '=', collection)
+    .where('rkey', '=', rkey)
+    .where('takedown_ref', 'is', null)
+    .where('rev', '>', sinceRev)
+    .execute()
+  return (await withValues(db, did, rows))[0]
+}
+
+/** whether the repository holds any record written at or before `rev` */
+export async function hasRecordAtOrBefore(db: Store, did: string, rev: string): Promise<boolean> {
+  const row = await db.selectFrom('record').select('uri').where('did', '=', did).where('rev', '<=', rev).limit(1).executeTakeFirst()
+  return row !== undefined
+}
+
+async function withValues(db: Store, did: string, rows: (PageRow & { rev: string; indexed_at: string })[]): Promise<RecentRecord[]> {
+  const json = await asJson(db, did, rows)
+  const out: RecentRecord[] = []
+  rows.forEach((r, i) => {
+    if (json[i] === undefined) return
+    out.push({ uri: r.uri, cid: r.cid, rev: r.rev, indexedAt: r.indexed_at, value: JSON.parse(json[i]).value })
+  })
+  return out
+}
