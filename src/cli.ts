@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util'
 import { XRPCError } from '@atproto/xrpc-server'
 import { ConfigError, loadConfig, migrateEnv } from './config.js'
+import { useNameserversForHttp } from './net/dns.js'
 import { MigrateError, runMigration } from './cli/migrate.js'
 import { ask } from './prompt.js'
 import { openDb } from './db/index.js'
@@ -77,6 +78,8 @@ async function main(argv: string[]): Promise<number> {
     return 0
   }
   const config = cmd.noDb ? loadConfig(withoutSecretFile(process.env)) : loadConfig()
+  // the doctor's relay and PLC checks, S3 restores: resolved where the server resolves them
+  if (config.dnsNameservers.length) await useNameserversForHttp(config.dnsNameservers)
   if (cmd.noDb) return cmd.run({ config }, parsed)
   const db = await openDb(config.db)
   try {

@@ -366,6 +366,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           accessKeyId: v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID,
           secretAccessKey: v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY,
           uploadTimeoutMs: v.PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS,
+          nameservers: v.PDS_DNS_NAMESERVERS,
         }
       : undefined,
     blobGraceMs: v.PDS_BLOB_GRACE_SECONDS * 1000,
@@ -380,6 +381,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           prefix: v.PDS_BACKUP_S3_PREFIX,
           intervalHours: v.PDS_BACKUP_INTERVAL_HOURS,
           keep: v.PDS_BACKUP_KEEP,
+          nameservers: v.PDS_DNS_NAMESERVERS,
         }
       : undefined,
     db: v.PDS_DB_POSTGRES_URL

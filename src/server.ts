@@ -24,6 +24,7 @@ import { createMailer, type Mailer } from './mail/index.js'
 import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { dpopNonceHeader } from './oauth/dpop-nonce.js'
+import { useNameserversForHttp } from './net/dns.js'
 import { webRoutes } from './web/index.js'
 import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
@@ -82,6 +83,8 @@ export type StartOptions = {
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {
   const logger = opts.logger ?? createLogger(config.logLevel)
   for (const w of config.warnings) logger.warn(w)
+  // before anything reaches out: the PLC directory, relays, the AppView, the email API, S3
+  const restoreDns = config.dnsNameservers.length ? await useNameserversForHttp(config.dnsNameservers) : undefined
   const metrics = await createMetrics(config.metrics)
   const db = await openDb(config.db, {
     onWalFsync: () => metrics.walFsyncs.inc(),
@@ -262,6 +265,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
         await shutdown(http, services, api.xrpc)
         await wakeup?.stop()
         redis?.disconnect()
+        await restoreDns?.()
       })()),
   }
 }

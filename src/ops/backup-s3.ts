@@ -15,6 +15,7 @@ import type { Logger } from '../logger.js'
 import { backup, backupCommand, MANIFEST, restoreBackup, restoreCommand, type Manifest } from './backup.js'
 import { output, str, UsageError } from './args.js'
 import type { Command } from './accounts.js'
+import { s3RequestHandler } from '../net/dns.js'
 
 export type BackupS3Config = {
   bucket: string
@@ -27,6 +28,8 @@ export type BackupS3Config = {
   prefix: string
   intervalHours: number
   keep: number
+  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
+  nameservers?: string[]
 }
 
 // several processes on one PostgreSQL share the schedule: whoever holds this lock backs up
@@ -37,6 +40,7 @@ const client = (c: BackupS3Config) =>
     region: c.region,
     endpoint: c.endpoint,
     forcePathStyle: c.forcePathStyle,
+    requestHandler: s3RequestHandler(c.nameservers),
     // files are streamed with their length; the manifest's SHA-256 sums guard them, and a trailing
     // checksum would need aws-chunked encoding, which not every S3-compatible server understands
     requestChecksumCalculation: 'WHEN_REQUIRED',

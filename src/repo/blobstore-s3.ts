@@ -19,6 +19,7 @@ import {
 } from '@aws-sdk/client-s3'
 import { xrpcError } from '../errors.js'
 import { UploadMeter, type BlobStore, type StagedBlob } from './blobstore.js'
+import { s3RequestHandler } from '../net/dns.js'
 
 // S3's smallest part but the last; an upload under one part is a single PutObject
 const PART_BYTES = 8 * 1024 * 1024
@@ -31,6 +32,8 @@ export type S3Config = {
   accessKeyId?: string
   secretAccessKey?: string
   uploadTimeoutMs: number
+  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
+  nameservers?: string[]
 }
 
 function missing(err: unknown) {
@@ -48,6 +51,7 @@ export class S3BlobStore implements BlobStore {
       region: cfg.region,
       endpoint: cfg.endpoint,
       forcePathStyle: cfg.forcePathStyle,
+      requestHandler: s3RequestHandler(cfg.nameservers),
       credentials:
         cfg.accessKeyId && cfg.secretAccessKey ? { accessKeyId: cfg.accessKeyId, secretAccessKey: cfg.secretAccessKey } : undefined,
     })
