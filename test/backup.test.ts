@@ -3,7 +3,7 @@
 // and the firehose carries on above the backup's sequence number. On PostgreSQL the database
 // travels through pg_dump and psql, as the README shows, and the command moves the blobs.
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { verifyRepoCar } from '@atproto/repo'
 import { expect, it } from 'vitest'
@@ -12,6 +12,24 @@ import { subscribe, seqs } from './firehose-client.js'
 import { bearer, describe, dialect, dropSchema, newAccount, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 
 type Acked = { did: string; rkey: string; cid: string }
+
+/** every entry under `root` (itself included) with its permission bits, as `ls -l` would show them */
+function modes(root: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const e of ['.', ...(readdirSync(root, { recursive: true }) as string[])]) {
+    const st = statSync(join(root, e))
+    out[e] = `${st.isDirectory() ? 'd' : '-'}${(st.mode & 0o777).toString(8)}`
+  }
+  return out
+}
+
+/** directories owner-only (0700), files owner-only (0600), nothing else */
+function expectPrivate(root: string) {
+  const all = modes(root)
+  const loose = Object.entries(all).filter(([, m]) => m !== 'd700' && m !== '-600')
+  expect(loose, `${root}: every directory 0700 and every file 0600`).toEqual([])
+  return Object.keys(all)
+}
 
 describe('backup and restore', () => {
   it('restores a backup taken mid-burst into a server that verifies and resumes', async () => {
@@ -57,6 +75,10 @@ describe('backup and restore', () => {
       await burst
       expect(backedUp.code, backedUp.err).toBe(0)
       expect(during, 'writes went on while the backup ran').toBeGreaterThan(0)
+      // signing keys and password hashes: readable by the operator's user alone, and no
+      // write-ahead log or shared-memory file left beside the database
+      const backedUpFiles = expectPrivate(backupDir)
+      expect(backedUpFiles.filter((f) => /-(wal|shm|journal)$/.test(f))).toEqual([])
 
       const manifest = JSON.parse(readFileSync(join(backupDir, 'manifest.json'), 'utf8'))
       expect(Date.parse(manifest.startedAt)).toBeGreaterThanOrEqual(started - 1000)
@@ -85,6 +107,7 @@ describe('backup and restore', () => {
       const restoreEnv = { ...pds.env, ...extra, PDS_DATA_DIRECTORY: target }
       const r = await runCli(restoreEnv, 'restore', backupDir)
       expect(r.code, r.err).toBe(0)
+      expect(expectPrivate(target)).toContain(join('blobs', blob.ref.$link))
       // a second restore finds the directory in use and refuses
       const again = await runCli(restoreEnv, 'restore', backupDir)
       expect([again.code, again.err.trim()]).toEqual([1, `pds: ${target} is not empty; restore into an empty data directory`])

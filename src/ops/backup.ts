@@ -1,9 +1,12 @@
 // `pds backup <dir>` and `pds restore <dir>`. SQLite: a consistent snapshot through SQLite's online
 // backup API while the server keeps writing, then the blobs, then a manifest with every file's
 // size and SHA-256. PostgreSQL: the blobs and the manifest; the database itself is pg_dump's job.
+// A backup holds every account's signing key and password hash: its directories are 0700 and its
+// files 0600 whatever the umask, and so is what a restore writes.
 import { createHash } from 'node:crypto'
-import { createReadStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
-import { chmod, copyFile, mkdir, readdir, writeFile } from 'node:fs/promises'
+import { closeSync, createReadStream, createWriteStream, existsSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises'
+import { pipeline } from 'node:stream/promises'
 import { basename, dirname, join } from 'node:path'
 import Database from 'better-sqlite3'
 import { sql } from 'kysely'
@@ -34,6 +37,18 @@ export type Manifest = {
 
 const isEmptyDir = (dir: string) => !existsSync(dir) || readdirSync(dir).length === 0
 
+/** `dir` and any missing parent, owner-only (an existing `dir` is tightened too) */
+export async function privateDir(dir: string) {
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  await chmod(dir, 0o700)
+}
+
+/** `from` copied to `to`, owner-only from its creation on (copyFile would give it the source's mode) */
+async function privateCopy(from: string, to: string) {
+  await pipeline(createReadStream(from), createWriteStream(to, { mode: 0o600 }))
+  await chmod(to, 0o600)
+}
+
 function sha256(file: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const h = createHash('sha256')
@@ -51,12 +66,15 @@ async function entry(root: string, path: string): Promise<FileEntry> {
 
 export async function backup(config: Config, db: Db, dir: string): Promise<Manifest> {
   if (!isEmptyDir(dir)) throw new UsageError(`${dir} is not empty; back up into a new directory`)
-  await mkdir(join(dir, BLOBS), { recursive: true })
+  await privateDir(dir)
+  await privateDir(join(dir, BLOBS))
   const startedAt = new Date().toISOString()
   const files: string[] = []
   let last: { seq: number; sequenced_at: string } | undefined
   if (config.db.kind === 'sqlite') {
     const source = new Database(config.db.file, { readonly: true, fileMustExist: true })
+    // created owner-only before SQLite writes a page into it; its journal takes the same mode
+    closeSync(openSync(join(dir, DB_FILE), 'w', 0o600))
     try {
       // all remaining pages in one step: a write by the server between two steps would start the
       // copy over, and under steady writes it would never finish
@@ -64,8 +82,11 @@ export async function backup(config: Config, db: Db, dir: string): Promise<Manif
     } finally {
       source.close()
     }
-    const copy = new Database(join(dir, DB_FILE), { readonly: true })
+    // the copy is in WAL mode like its source: back to a rollback journal, so no -wal or -shm file
+    // is left beside it (a restored server turns WAL on again)
+    const copy = new Database(join(dir, DB_FILE), { fileMustExist: true })
     try {
+      copy.pragma('journal_mode = DELETE')
       last = copy.prepare('select seq, sequenced_at from event order by seq desc limit 1').get() as typeof last
     } finally {
       copy.close()
@@ -78,13 +99,12 @@ export async function backup(config: Config, db: Db, dir: string): Promise<Manif
   // after the database: every blob a record in the snapshot references was stored before it
   for (const name of existsSync(config.blobDir) ? await readdir(config.blobDir, { withFileTypes: true }) : []) {
     if (!name.isFile()) continue
-    await copyFile(join(config.blobDir, name.name), join(dir, BLOBS, name.name))
+    await privateCopy(join(config.blobDir, name.name), join(dir, BLOBS, name.name))
     files.push(join(BLOBS, name.name))
   }
   const secrets = join(config.dataDir, SECRETS)
   if (existsSync(secrets)) {
-    await copyFile(secrets, join(dir, SECRETS))
-    await chmod(join(dir, SECRETS), 0o600)
+    await privateCopy(secrets, join(dir, SECRETS))
     files.push(SECRETS)
   }
   const manifest: Manifest = {
@@ -97,7 +117,8 @@ export async function backup(config: Config, db: Db, dir: string): Promise<Manif
     seqTime: last?.sequenced_at ?? null,
     files: await Promise.all(files.map((f) => entry(dir, f))),
   }
-  await writeFile(join(dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n')
+  await writeFile(join(dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n', { mode: 0o600 })
+  await chmod(join(dir, MANIFEST), 0o600)
   return manifest
 }
 
@@ -126,9 +147,8 @@ export async function restoreBackup(config: Config, dir: string): Promise<Manife
         : f.path === SECRETS
           ? join(config.dataDir, SECRETS)
           : join(config.blobDir, basename(f.path))
-    await mkdir(dirname(to), { recursive: true })
-    await copyFile(join(dir, f.path), to)
-    if (f.path === SECRETS) await chmod(to, 0o600)
+    await privateDir(dirname(to))
+    await privateCopy(join(dir, f.path), to)
   }
   return manifest
 }
