@@ -6,7 +6,7 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepExpiredChallenges } from '../src/account/factors/passkeys.js'
 import { addressKey } from '../src/auth/address-key.js'
-import { ADMIN_PASSWORD, describe, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, newAccount, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
 import { loopbackClientId, openPage, pkce, post, REDIRECT, SCOPE, submitPage } from './oauth-helpers.js'
 
 const ON = { PDS_RATE_LIMITS_ENABLED: 'true' }
@@ -78,7 +78,7 @@ describe('request budgets', () => {
       expect(refused.status).toBe(429)
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
       expect(refused.headers.get('content-type')).toContain('text/html')
-      expect(await refused.text()).toContain('Too many attempts from your network')
+      expect(await refused.text()).toContain('Too many requests from your network')
       const atRefusal = await count(pds, 'device')
       expect(atRefusal - before).toBeLessThanOrEqual(600)
       const more = await flood(50, () =>
@@ -127,7 +127,7 @@ describe('request budgets', () => {
     it('puts /oauth/token under the limiter too', async () => {
       const res = await post(`${pds.url}/oauth/token`, { grant_type: 'refresh_token' }, from('198.51.100.40'))
       expect(res.status).toBe(400)
-      expect(res.headers.get('ratelimit-limit')).toBe('1500')
+      expect(res.headers.get('ratelimit-limit')).toBe('3000')
     })
 
     it('gives 250 addresses of one IPv6 /64 the admin guesses of one address, and another /64 its own', async () => {
@@ -163,7 +163,7 @@ describe('request budgets', () => {
       expect(answers.filter((a) => a.status === 200 && typeof a.json.challenge === 'string').length).toBe(60)
       const refused = await options()
       expect([refused.status, refused.json.error]).toEqual([429, 'RateLimitExceeded'])
-      expect(refused.json.message).toContain('Too many attempts')
+      expect(refused.json.message).toContain('Too many requests')
       expect(await count(pds, 'webauthn_challenge')).toBe(before + 60)
     })
   })
@@ -271,6 +271,17 @@ describe('request budgets', () => {
     expect(await sweepExpiredChallenges(db)).toBe(50)
     const left = await db.selectFrom('webauthn_challenge').select('challenge').execute()
     expect(left.map((r) => r.challenge)).toEqual([options.json.challenge])
+  })
+
+  it.skipIf(!redisUrl)('shares the page budgets between processes through Redis', async () => {
+    const tuning = {
+      rateLimits: { prefix: `test-${randomBytes(6).toString('hex')}`, limits: { pageView: [{ durationMs: 60_000, points: 3 }] } },
+    }
+    const a = await start({ ...ON, PDS_REDIS_URL: redisUrl! }, tuning)
+    const b = await start({ ...ON, PDS_REDIS_URL: redisUrl! }, tuning)
+    const view = (pds: TestPds) =>
+      fetch(`${pds.url}/account`, { headers: from('198.51.100.70') }).then(async (r) => (await r.text(), r.status))
+    expect([await view(a), await view(b), await view(a), await view(b)]).toEqual([200, 200, 200, 429])
   })
 
   it('runs the sweep by itself', async () => {

@@ -81,8 +81,9 @@ export const DEFAULT_LIMITS: Record<LimitName, Window[]> = {
     { durationMs: 5 * MINUTE, points: 300 },
     { durationMs: DAY, points: 10_000 },
   ],
-  // token requests and revocations: a code redeemed, a refresh every access token's lifetime
-  oauthToken: [{ durationMs: 5 * MINUTE, points: 1500 }],
+  // token requests and revocations: a code redeemed, a refresh every access token's lifetime (an
+  // app's server refreshing for many people from one address: 3000 covers 18000 sessions)
+  oauthToken: [{ durationMs: 5 * MINUTE, points: 3000 }],
   createAccount: [{ durationMs: 5 * MINUTE, points: 100 }],
   email: [
     { durationMs: HOUR, points: 5 },

@@ -79,5 +79,5 @@ export function requestLimits(config: Pick<Config, 'rateLimitsEnabled' | 'public
 function tooMany(waitS: number): string {
   const minutes = Math.ceil(waitS / 60)
   const when = minutes <= 1 ? 'a minute' : minutes < 120 ? `${minutes} minutes` : `${Math.ceil(minutes / 60)} hours`
-  return `Too many attempts from your network. Try again in ${when}.`
+  return `Too many requests from your network. Try again in ${when}.`
 }
