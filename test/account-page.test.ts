@@ -29,6 +29,7 @@ import {
   submitPage,
 } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
+import { csrfOf, pageClient } from './page-client.js'
 
 const SCREENSHOTS = process.env.PDS_SCREENSHOTS === '1'
 const SHOTS = SCREENSHOTS ? new URL('../docs/images/', import.meta.url).pathname : new URL('./artifacts/', import.meta.url).pathname
@@ -143,41 +144,7 @@ async function connectApp(a: Acct, client: 'named' | 'loopback' = 'named') {
   }
 }
 
-/** a cookie jar for the HTTP-level tests */
-function httpClient(url = pds.url) {
-  const jar = new Map<string, string>()
-  const remember = (res: Response) => {
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';')
-      const i = pair.indexOf('=')
-      jar.set(pair.slice(0, i), pair.slice(i + 1))
-    }
-  }
-  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
-  return {
-    async get(path: string) {
-      const res = await fetch(`${url}${path}`, { headers: { cookie: cookie() }, redirect: 'manual' })
-      remember(res)
-      return {
-        status: res.status,
-        text: await res.text(),
-        location: res.headers.get('location'),
-        csp: res.headers.get('content-security-policy'),
-      }
-    },
-    async post(path: string, fields: Record<string, string>) {
-      const res = await fetch(`${url}${path}`, {
-        method: 'POST',
-        headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams(fields).toString(),
-        redirect: 'manual',
-      })
-      remember(res)
-      return { status: res.status, text: await res.text(), location: res.headers.get('location') }
-    },
-  }
-}
-const csrfOf = (html: string) => /name="csrf_token" value="([^"]+)"/.exec(html)![1]
+const httpClient = (url = pds.url) => pageClient(url)
 
 d('the account page in headless Chromium', () => {
   beforeAll(async () => {
@@ -662,7 +629,10 @@ d('the account page in headless Chromium', () => {
     const db = pds.services.db
     await db
       .updateTable('device_account')
-      .set({ authenticated_at: new Date(Date.now() - 6 * 60_000).toISOString() })
+      .set({
+        authenticated_at: new Date(Date.now() - 6 * 60_000).toISOString(),
+        password_at: new Date(Date.now() - 6 * 60_000).toISOString(),
+      })
       .where('did', '=', a.did)
       .execute()
     const locked = await http.post('/account/app-passwords/create', { csrf_token: csrf, name: 'after-window' })

@@ -74,6 +74,7 @@ describe('store migrations', () => {
       '017-block-refs',
       '018-challenge-expiry',
       '019-takedown-indexes',
+      '020-sign-in-flow',
     ])
     await again.destroy()
   })
@@ -90,6 +91,17 @@ describe('store migrations', () => {
     await db.schema.dropIndex('account_takendown_idx').execute()
     await db.schema.dropIndex('record_takedown_idx').execute()
     await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
+    // and without the columns of the later migrations, which run again in order
+    for (const [table, column] of [
+      ['device_account', 'credential_gen'],
+      ['device_account', 'password_at'],
+      ['sign_in_step', 'credential_gen'],
+      ['sign_in_step', 'awaits'],
+      ['sign_in_step', 'passkey_id'],
+      ['passkey', 'confirmed_gen'],
+    ] as const) {
+      await db.schema.alterTable(table).dropColumn(column).execute()
+    }
     const now = new Date().toISOString()
     const [a, b] = ['bafyreiaaaa', 'bafyreibbbb']
     const block = (did: string, cid: string) =>

@@ -70,10 +70,19 @@ describe('sign-in pages over HTTP', () => {
     expect(await css.text()).toContain(':focus-visible')
   })
 
-  it('stores only a hash of the device secret, and refuses a form from a forged device cookie', async () => {
+  it('stores only a hash of the device secret, at the first form post, and refuses a form from a forged device cookie', async () => {
     const requestUri = await request()
     const page = await openPage(pds.url, requestUri)
     const [id, secret] = page.cookie.split('=')[1].split('.')
+    // a page view stores nothing; the device's first form post does
+    expect(await pds.services.db.selectFrom('device').selectAll().where('id', '=', id).executeTakeFirst()).toBeUndefined()
+    const first = await submitPage(
+      pds.url,
+      requestUri,
+      { step: 'login', handle: 'x.test', password: 'y', csrf_token: page.csrf },
+      page.cookie,
+    )
+    expect(first.status).toBe(401)
     const row = await pds.services.db.selectFrom('device').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
     expect(row.secret_hash).not.toContain(secret)
     const forged = `pds_device=${id}.${'A'.repeat(43)}`

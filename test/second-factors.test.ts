@@ -337,7 +337,12 @@ describe('second factors', () => {
       const options = await passkeyAuthenticationOptions(deps(), acct.did)
       expect(options.allowCredentials?.map((c) => c.id)).toEqual([auth.credentials[0].id.toString('base64url')])
       const assertion = auth.authenticate(options)
-      expect(await checkSecondFactor(deps(), acct.did, { passkeyResponse: assertion })).toEqual({ ok: true, factor: 'passkey' })
+      const answerId = auth.credentials[0].id.toString('base64url')
+      expect(await checkSecondFactor(deps(), acct.did, { passkeyResponse: assertion })).toEqual({
+        ok: true,
+        factor: 'passkey',
+        passkeyId: answerId,
+      })
       expect(await checkSecondFactor(deps(), acct.did, { passkeyResponse: assertion })).toMatchObject({ ok: false })
       expect((await listPasskeys(deps().db, acct.did))[0].lastUsedAt).not.toBeNull()
 

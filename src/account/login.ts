@@ -1,8 +1,6 @@
 // Every password check of an account: createSession, the OAuth sign-in form and deleteAccount.
 // An unknown identifier costs what a wrong password costs (a burnt hash for each one a known
 // account would get), a deleted account answers like an unknown one, and a deactivated one signs in.
-import type { Request } from 'express'
-import type { PasswordGuard } from '../auth/rate-limits.js'
 import type { AppPasswordClaim } from '../auth/session-tokens.js'
 import { matchLogin } from './app-passwords.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from './password.js'
@@ -12,6 +10,9 @@ import type { Store } from '../db/schema.js'
 /** the account a password is tried against, as the lookup sees it: `" Alice.test"` is alice.test.
  *  The login budget counts per this key when the identifier names no account (else per its DID). */
 export const loginKey = (identifier: string) => identifier.trim().toLowerCase()
+
+/** the login budgets of one request, bound by the page that asks: the seconds to wait when spent */
+export type LoginBudget = { attempt(identifier: string): Promise<number | undefined> }
 
 export type LoginAttempt = {
   /** a handle, an email address or a DID */
@@ -23,7 +24,7 @@ export type LoginAttempt = {
    * callers that are not XRPC methods spend the login budgets here, before any hashing (an XRPC
    * method spends them through its registry row's rate limit before its handler runs)
    */
-  budget?: { guard: PasswordGuard; req: Request }
+  budget?: LoginBudget
 }
 
 export type LoginResult =
@@ -38,7 +39,7 @@ export async function login(db: Store, attempt: LoginAttempt): Promise<LoginResu
   // bounds the cost of a request before any hashing; nothing to look up in an empty field
   if (!identifier.trim() || !password || password.length > MAX_PASSWORD_LENGTH) return { ok: false, why: 'invalid' }
   if (attempt.budget) {
-    const wait = await attempt.budget.guard.attempt(attempt.budget.req, identifier)
+    const wait = await attempt.budget.attempt(identifier)
     if (wait !== undefined) return { ok: false, why: 'rateLimited', retryAfterS: wait }
   }
   const account = await findAccount(db, identifier)

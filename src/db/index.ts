@@ -36,6 +36,7 @@ import * as m016 from './migrations/016-record-json.js'
 import * as m017 from './migrations/017-block-refs.js'
 import * as m018 from './migrations/018-challenge-expiry.js'
 import * as m019 from './migrations/019-takedown-indexes.js'
+import * as m020 from './migrations/020-sign-in-flow.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export type Db = Kysely<Schema> & {
@@ -94,6 +95,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '017-block-refs': m017,
   '018-challenge-expiry': m018,
   '019-takedown-indexes': m019,
+  '020-sign-in-flow': m020,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

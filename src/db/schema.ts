@@ -70,6 +70,8 @@ export interface PasskeyTable {
   backed_up: Generated<number>
   created_at: string
   last_used_at: string | null
+  /** the account's credential_gen when the passkey was added or last used with the password */
+  confirmed_gen: number | null
 }
 
 export interface WebauthnChallengeTable {
@@ -264,6 +266,10 @@ export interface DeviceAccountTable {
   created_at: string
   /** equal to authenticated_at when that sign-in included a second factor (migration 015) */
   factor_at: string | null
+  /** the account's credential_gen at that sign-in: a later password change or reset ends it (migration 018) */
+  credential_gen: number | null
+  /** when a password was last given for the account on this device; a passkey alone leaves it */
+  password_at: string | null
 }
 
 /** a correct password waiting for its second factor on one device, for one authorization request */
@@ -276,6 +282,13 @@ export interface SignInStepTable {
   mailed_at: string | null
   created_at: string
   expires_at: string
+  /** the account's credential_gen when the step was held: a password change in between ends it */
+  credential_gen: Generated<number>
+  /** 'factor': a password was given, a second factor is awaited; 'password': a passkey was given
+   *  whose last confirmation predates a password change, the password is awaited */
+  awaits: Generated<string>
+  /** the passkey of an `awaits: 'password'` step */
+  passkey_id: string | null
 }
 
 export interface Schema {

@@ -6,31 +6,20 @@ import { formFields, wrap } from '../web/forms.js'
 import express, { Router, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
-import { login } from '../account/login.js'
 import { createFreshAccount } from '../account/create.js'
 import { signUpUnavailable } from '../account/creation-policy.js'
 import { requestPasswordReset, resetPassword } from '../account/password-reset.js'
-import { findAccount } from '../account/store.js'
 import { sendPage } from '../web/headers.js'
 import { messagePage, serverInfo } from '../web/layout.js'
-import { checkCsrf, csrfToken } from '../web/csrf.js'
-import {
-  deviceAccounts,
-  ensureDevice,
-  forgetAccount,
-  readDevice,
-  rememberAccount,
-  signedInAccount,
-  type Device,
-  type DeviceAccount,
-} from '../web/devices.js'
+import { csrfToken } from '../web/csrf.js'
+import { deviceAccounts, formDevice, forgetAccount, pageDevice, rememberAccount, type Device, type DeviceAccount } from '../web/devices.js'
+import { passwordStep as flowPassword, signedIn } from '../web/sign-in/flow.js'
 import type { ClientMetadata } from './clients.js'
 import { consentWords, type PermissionSetInfo } from './consent-words.js'
 import { consentPage, loginPage, pickerPage, resetPage, resetRequestPage, signupPage, type ClientView, type Flow } from './page.js'
 import { randomId } from './tokens.js'
 import { FACTOR_STEPS, factorSteps } from './factor-steps.js'
 import { passkeySignIn } from './factor-page.js'
-import { factorSatisfied } from './sign-in-steps.js'
 import * as store from './store.js'
 
 /** a remembered account's sign-in on this device counts this long before the password is asked again */
@@ -177,15 +166,9 @@ export function authorizePages(
     c.res.redirect(302, redirectTo(c.row, { code }))
   }
 
-  /** an account signed in on this device that may still sign in (not taken down, not deleted) */
-  const usable = async (device: Device, did: string, maxAgeS: number): Promise<DeviceAccount | undefined> => {
-    const signedIn = await signedInAccount(db, device.id, did, maxAgeS)
-    if (!signedIn) return undefined
-    const account = await findAccount(db, did)
-    if (!account || account.status === 'takendown' || account.status === 'deleted') return undefined
-    // an account with second factors counts only when the sign-in here included one
-    return (await factorSatisfied(db, device.id, did)) ? signedIn : undefined
-  }
+  /** an account signed in on this device whose sign-in still counts (the sign-in flow's one rule) */
+  const usable = async (device: Device, did: string, maxAgeS: number): Promise<DeviceAccount | undefined> =>
+    (await signedIn(db, device.id, did, maxAgeS))?.session
 
   const hintMatches = (row: Req, a: DeviceAccount) => {
     const hint = row.login_hint?.trim().toLowerCase().replace(/^@/, '')
@@ -231,7 +214,7 @@ export function authorizePages(
     wrap(async (req, res) => {
       const row = await pendingRequest(req)
       if (!row) return expired(res)
-      const device = await ensureDevice(db, req, res, config.publicUrl)
+      const device = await pageDevice(db, req, res, config.publicUrl)
       const c: Ctx = { req, res, row, device, client: await clientView(row.client_id) }
       const view = typeof req.query.view === 'string' ? req.query.view : undefined
       if (view === undefined && row.prompt === 'none') return silent(c)
@@ -268,8 +251,8 @@ export function authorizePages(
       if (!body) return sendPage(res, messagePage(server, 'Bad request', 'Each form field may be given once.'), { status: 400 })
       const row = await pendingRequest(req)
       if (!row) return expired(res)
-      const device = await readDevice(db, req)
-      if (!device || !checkCsrf(device, body.csrf_token)) {
+      const device = await formDevice(db, req, body.csrf_token)
+      if (!device) {
         return sendPage(res, messagePage(server, 'Form expired', 'This sign-in form is no longer valid. Reload the page and try again.'), {
           status: 403,
         })
@@ -332,23 +315,20 @@ export function authorizePages(
   async function passwordStep(c: Ctx, body: Record<string, string | undefined>) {
     const handleInput = (body.handle ?? '').trim()
     // the same budgets as createSession (per account and per address, before any hashing); the main
-    // password only: an app password must not mint tokens with wider scopes than it has itself
-    const result = await login(db, {
-      identifier: handleInput,
-      password: body.password ?? '',
-      appPasswords: false,
-      budget: { guard: deps.passwords, req: c.req },
-    })
-    if (!result.ok) {
-      if (result.why === 'rateLimited') return showLogin(c, handleInput, tooMany(result.retryAfterS, 'sign-in attempts'))
-      const error = result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
+    // password only: an app password must not mint tokens with wider scopes than it has itself.
+    // A form without the checkbox (an older page, a script) is not remembered.
+    const out = await flowPassword(
+      deps,
+      { deviceId: c.device.id, place: c.row.request_uri },
+      { identifier: handleInput, password: body.password ?? '', remember: body.remember === 'on' },
+      { attempt: (id) => deps.passwords.attempt(c.req, id) },
+    )
+    if (out.kind === 'rateLimited') return showLogin(c, handleInput, tooMany(out.retryAfterS, 'sign-in attempts'))
+    if (out.kind === 'refused') {
+      const error = out.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.'
       return showLogin(c, handleInput, { status: 401, error })
     }
-    // an account with second factors: the password is held server-side until the factor is given
-    if (await factors.afterPassword(c, result.account, body.remember === 'on')) return
-    // a form without the checkbox (an older page, a script) is not remembered
-    await rememberAccount(db, c.device.id, result.account.did, { remember: body.remember === 'on' })
-    return showConsent(c, result.account)
+    return factors.render(c, out)
   }
 
   async function consentStep(c: Ctx, body: Record<string, string | undefined>) {
@@ -379,7 +359,7 @@ export function authorizePages(
       if (err instanceof XRPCError) return showSignup(c, body, { status: 400, error: err.message })
       throw err
     }
-    await rememberAccount(db, c.device.id, created.did, { remember: body.remember === 'on' })
+    await rememberAccount(db, c.device.id, created.did, { remember: body.remember === 'on', password: true, factor: false })
     return showConsent(c, created)
   }
 

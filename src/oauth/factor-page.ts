@@ -101,3 +101,24 @@ export function factorPage(f: Flow, p: { handle: string; factors: Factors }): Sa
       <div class="links"><a href="${f.link('login')}">Use another account</a></div>`,
   })
 }
+
+/** the first passkey sign-in after a password change: the password, once, for the account the passkey named */
+export function passwordAgainPage(f: Flow, p: { handle: string }): SafeHtml {
+  return layout({
+    title: 'Enter your password',
+    server: f.server,
+    body: html`<h1>Enter your password</h1>
+      ${clientLine(f)}
+      <p>Your passkey for <strong id="account-handle">@${p.handle}</strong> is right. One more step to continue.</p>
+      ${messages(f)}
+      <form method="post" action="${f.action}">
+        ${hidden(f, 'passkey-password')}
+        <label for="password">Password</label>
+        <input type="password" id="password" name="password" autocomplete="current-password" required autofocus />
+        <div class="buttons">
+          <button type="submit" class="primary" name="action" value="allow" id="verify">Continue</button>${denyButton}
+        </div>
+      </form>
+      <div class="links"><a href="${f.link('login')}">Use another account</a></div>`,
+  })
+}

@@ -1,39 +1,37 @@
-// The sign-in page's second factors and passkeys. After a correct password for an account with
-// second factors, the password is held server-side (sign-in-steps.ts) and this step asks for the
-// factor: a code (mailed when the step opens, from an authenticator app, or a recovery code) or a
-// passkey. Wrong answers spend the same login budgets as a wrong password. A passkey alone, with
-// no handle and no password, also signs in: it is both factors. Either way the device session
-// records the sign-in, and the flow continues to consent exactly as after a password.
+// The OAuth sign-in page's steps after the password, on the one sign-in flow (web/sign-in): a
+// second factor (a code mailed when the step opens, from an authenticator app, or a recovery
+// code; or a passkey), and a passkey alone with no handle and no password. The first passkey
+// sign-in after a password change also asks for the new password. The page renders the flow's
+// outcomes; on a sign-in it continues to consent exactly as after a password.
 import type { Request, Response } from 'express'
-import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
-import {
-  checkSecondFactor,
-  factorsOf,
-  needsSecondFactor,
-  passkeyAuthenticationOptions,
-  sendEmailCode,
-  signInWithPasskey,
-  type AuthenticationResponseJSON,
-  type SecondFactorResult,
-} from '../account/factors/index.js'
-import { getAccount } from '../account/store.js'
+import { factorsOf, passkeyAuthenticationOptions, type AuthenticationResponseJSON } from '../account/factors/index.js'
+import type { AccountRow } from '../account/store.js'
 import { sendPage } from '../web/headers.js'
-import { rememberAccount, type Device } from '../web/devices.js'
-import { factorPage } from './factor-page.js'
+import type { Device } from '../web/devices.js'
+import * as flowOf from '../web/sign-in/flow.js'
+import type { Mailed, Outcome } from '../web/sign-in/flow.js'
+import { factorPage, passwordAgainPage } from './factor-page.js'
 import type { Flow } from './page.js'
 import type { OAuthRequest } from './store.js'
-import { claimMail, dropStep, heldStep, holdPassword, recordFactor, stepFailed, takeStep, type HeldStep } from './sign-in-steps.js'
 
 /** the POST steps this module answers */
-export const FACTOR_STEPS = new Set(['factor', 'factor-resend', 'factor-passkey', 'factor-passkey-options', 'passkey', 'passkey-options'])
+export const FACTOR_STEPS = new Set([
+  'factor',
+  'factor-resend',
+  'factor-passkey',
+  'factor-passkey-options',
+  'passkey',
+  'passkey-options',
+  'passkey-password',
+])
 
 type Deps = Pick<Services, 'config' | 'db' | 'mailer' | 'passwords'>
 type Ctx = { req: Request; res: Response; row: OAuthRequest; device: Device }
 type Shown = { status?: number; error?: string; notice?: string; retryAfterS?: number }
 type Account = { did: string; handle: string }
 
-/** what the rest of the sign-in flow lends this step */
+/** what the rest of the sign-in page lends these steps */
 export type FlowKit<C extends Ctx> = {
   flow: (c: C, o: Shown) => Flow
   httpsImages: (c: C) => boolean
@@ -42,69 +40,73 @@ export type FlowKit<C extends Ctx> = {
   tooMany: (waitS: number, what?: string) => Shown
 }
 
+/** what the page says about a sign-in code it mailed (or could not) */
+export function mailedWords(mailed: Mailed, tooMany: (waitS: number, what?: string) => Shown): Shown {
+  if (mailed === 'sent') return { notice: 'We emailed a sign-in code to the address of this account. It is valid for 15 minutes.' }
+  if (mailed === 'tooSoon')
+    return { status: 429, retryAfterS: 30, error: 'A code was sent moments ago. Wait a little before asking for another.' }
+  // the mail service is down: the page still takes another factor, or a later "send again"
+  if (mailed === 'down')
+    return { status: 502, error: 'The email with your code could not be sent. Try "Email me a new code" in a little while.' }
+  if (mailed === 'none') return {}
+  return tooMany(mailed.retryAfterS, 'codes mailed')
+}
+
 export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
   const { db } = deps
+  const place = (c: C) => ({ deviceId: c.device.id, place: c.row.request_uri })
+  const budget = (c: C) => ({ attempt: (id: string) => deps.passwords.attempt(c.req, id) })
 
-  const showFactor = async (c: C, did: string, o: Shown = {}) => {
-    const account = await getAccount(db, did)
-    if (!account) return kit.showLogin(c, undefined, { status: 401, error: 'Sign in again to continue.' })
-    const factors = await factorsOf(db, did)
-    sendPage(c.res, factorPage(kit.flow(c, o), { handle: account.handle, factors }), {
-      status: o.status,
-      retryAfterS: o.retryAfterS,
-      httpsImages: kit.httpsImages(c),
-      scripts: factors.passkeys > 0,
-    })
+  const send = (c: C, page: (f: Flow) => ReturnType<typeof factorPage>, o: Shown, scripts: boolean) =>
+    sendPage(c.res, page(kit.flow(c, o)), { status: o.status, retryAfterS: o.retryAfterS, httpsImages: kit.httpsImages(c), scripts })
+
+  const showFactor = async (c: C, account: AccountRow, o: Shown = {}) => {
+    const factors = await factorsOf(db, account.did)
+    send(c, (f) => factorPage(f, { handle: account.handle, factors }), o, factors.passkeys > 0)
   }
+  const showPasswordAgain = (c: C, account: AccountRow, o: Shown = {}) =>
+    send(c, (f) => passwordAgainPage(f, { handle: account.handle }), o, false)
 
-  /** mails a sign-in code for the step when the account uses them; what to tell the person */
-  const mailCode = async (step: HeldStep, first: boolean): Promise<Shown> => {
-    const account = await getAccount(db, step.did)
-    const factors = await factorsOf(db, step.did)
-    if (!account?.email || !factors.emailCode) return {}
-    if (!(await claimMail(db, step, first))) {
-      return { status: 429, retryAfterS: 30, error: 'A code was sent moments ago. Wait a little before asking for another.' }
+  /** the page for where the sign-in stands */
+  const render = async (c: C, out: Outcome, at: 'factor' | 'password' | 'passkey' = 'factor'): Promise<unknown> => {
+    switch (out.kind) {
+      case 'signedIn':
+        return kit.showConsent(c, out.account)
+      case 'factor':
+        return showFactor(c, out.account, mailedWords(out.mailed, kit.tooMany))
+      case 'password':
+        return showPasswordAgain(c, out.account, {
+          notice: 'Your password was changed since this passkey was last used. Enter your password once to continue.',
+        })
+      case 'rateLimited': {
+        const o = kit.tooMany(out.retryAfterS, 'sign-in attempts')
+        if (!out.account) return kit.showLogin(c, undefined, o)
+        return at === 'password' ? showPasswordAgain(c, out.account, o) : showFactor(c, out.account, o)
+      }
+      case 'restart':
+        if (out.why === 'tooManyWrong') {
+          const what = at === 'password' ? 'Too many wrong passwords.' : 'Too many wrong codes.'
+          return kit.showLogin(c, out.account?.handle, { status: 401, error: `${what} Enter your password again.` })
+        }
+        return kit.showLogin(c, undefined, { status: 401, error: 'The sign-in took too long. Enter your password again.' })
+      case 'refused': {
+        if (at === 'passkey' || !out.account) {
+          const error =
+            out.why === 'takendown'
+              ? 'This account has been taken down.'
+              : 'That passkey is not registered here, or its request expired. Try again, or use your password.'
+          return kit.showLogin(c, undefined, { status: 401, error })
+        }
+        if (at === 'password') return showPasswordAgain(c, out.account, { status: 401, error: 'That password is not right.' })
+        const error =
+          out.why === 'noAnswer'
+            ? 'The passkey gave no answer. Try again.'
+            : out.why === 'codeExpired'
+              ? 'That code has expired. Ask for a new one.'
+              : 'That code is wrong or was already used.'
+        return showFactor(c, out.account, { status: out.why === 'noAnswer' ? 400 : 401, error })
+      }
     }
-    let sent
-    try {
-      sent = await sendEmailCode(deps, { did: account.did, handle: account.handle, email: account.email })
-    } catch (err) {
-      if (!(err instanceof XRPCError)) throw err
-      // the mail service is down: the page still takes another factor, or a later "send again"
-      return { status: 502, error: 'The email with your code could not be sent. Try "Email me a new code" in a little while.' }
-    }
-    if (!sent.sent) return kit.tooMany(sent.retryAfterS, 'codes mailed')
-    return { notice: 'We emailed a sign-in code to the address of this account. It is valid for 15 minutes.' }
-  }
-
-  /** the device's sign-in of the account is recorded, second factor included; then consent */
-  const signedIn = async (c: C, account: Account, remember: boolean) => {
-    await rememberAccount(db, c.device.id, account.did, { remember })
-    await recordFactor(db, c.device.id, account.did)
-    return kit.showConsent(c, account)
-  }
-
-  const expired = (c: C) => kit.showLogin(c, undefined, { status: 401, error: 'The sign-in took too long. Enter your password again.' })
-
-  const judged = async (c: C, step: HeldStep, result: SecondFactorResult, what: 'code' | 'passkey' = 'code') => {
-    if (result.ok) {
-      if (!(await takeStep(db, step))) return expired(c)
-      const account = await getAccount(db, step.did)
-      if (!account || account.status === 'deleted' || account.status === 'takendown') return expired(c)
-      return signedIn(c, account, step.remember)
-    }
-    if (result.why === 'rateLimited') return showFactor(c, step.did, kit.tooMany(result.retryAfterS, 'sign-in attempts'))
-    if (!(await stepFailed(db, step))) {
-      const account = await getAccount(db, step.did)
-      return kit.showLogin(c, account?.handle, { status: 401, error: 'Too many wrong codes. Enter your password again.' })
-    }
-    const error =
-      what === 'passkey'
-        ? 'That passkey was not accepted. Try again, or use a code.'
-        : result.why === 'expired'
-          ? 'That code has expired. Ask for a new one.'
-          : 'That code is wrong or was already used.'
-    return showFactor(c, step.did, { status: 401, error })
   }
 
   const parseResponse = (raw: string | undefined): AuthenticationResponseJSON | undefined => {
@@ -122,58 +124,54 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
   }
 
   return {
-    /** after a correct main password: true when this step took over (the account has second factors) */
-    async afterPassword(c: C, account: Account, remember: boolean): Promise<boolean> {
-      if (!needsSecondFactor(await factorsOf(db, account.did))) return false
-      const step = await holdPassword(db, { deviceId: c.device.id, requestUri: c.row.request_uri, did: account.did, remember })
-      await showFactor(c, account.did, await mailCode(step, true))
-      return true
-    },
+    render,
 
-    /** GET view=factor: the step again, while it is held */
+    /** GET view=factor: the held step again, while it is live */
     async show(c: C) {
-      const step = await heldStep(db, c.device.id, c.row.request_uri)
-      return step ? showFactor(c, step.did) : kit.showLogin(c, undefined)
+      const h = await flowOf.held(db, place(c))
+      if (!h) return kit.showLogin(c, undefined)
+      return h.step.awaits === 'password' ? showPasswordAgain(c, h.account) : showFactor(c, h.account)
     },
 
     async post(c: C, step: string, body: Record<string, string | undefined>) {
-      if (step === 'passkey-options') return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps))
-      if (step === 'passkey') {
-        const response = parseResponse(body.passkey_response)
-        const result = response ? await signInWithPasskey(deps, response) : ({ ok: false, why: 'invalid' } as const)
-        if (!result.ok) {
-          const error =
-            result.why === 'takendown'
-              ? 'This account has been taken down.'
-              : 'That passkey is not registered here, or its request expired. Try again, or use your password.'
-          return kit.showLogin(c, undefined, { status: 401, error })
-        }
-        // a passkey stands for the password and the second factor: an earlier held password is moot
-        await dropStep(db, { deviceId: c.device.id, requestUri: c.row.request_uri })
-        return signedIn(c, result.account, body.remember === 'on')
-      }
-
-      const held = await heldStep(db, c.device.id, c.row.request_uri)
-      if (!held) {
-        if (step === 'factor-passkey-options') return optionsJson(c.res, 401, { message: 'The sign-in took too long; reload the page.' })
-        return expired(c)
-      }
       switch (step) {
-        case 'factor-passkey-options':
-          return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps, held.did))
-        case 'factor-resend':
-          return showFactor(c, held.did, await mailCode(held, false))
+        case 'passkey-options':
+          return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps))
+        case 'passkey':
+          return render(
+            c,
+            await flowOf.passkeyStep(deps, place(c), parseResponse(body.passkey_response), body.remember === 'on'),
+            'passkey',
+          )
+        case 'passkey-password':
+          return render(c, await flowOf.passwordAfterPasskey(deps, place(c), body.password ?? '', budget(c)), 'password')
+        case 'factor-passkey-options': {
+          const h = await flowOf.held(db, place(c))
+          if (!h || h.step.awaits !== 'factor') return optionsJson(c.res, 401, { message: 'The sign-in took too long; reload the page.' })
+          return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps, h.step.did))
+        }
+        case 'factor-resend': {
+          const h = await flowOf.held(db, place(c))
+          const mailed = h && (await flowOf.resendCode(deps, place(c)))
+          if (!h || !mailed) return render(c, { kind: 'restart', why: 'expired' })
+          return showFactor(c, h.account, mailedWords(mailed, kit.tooMany))
+        }
         case 'factor-passkey': {
           const response = parseResponse(body.passkey_response)
-          if (!response) return showFactor(c, held.did, { status: 400, error: 'The passkey gave no answer. Try again.' })
-          const budget = { guard: deps.passwords, req: c.req }
-          return judged(c, held, await checkSecondFactor(deps, held.did, { passkeyResponse: response }, { budget }), 'passkey')
+          if (!response) {
+            const h = await flowOf.held(db, place(c))
+            return render(c, h ? { kind: 'refused', why: 'noAnswer', account: h.account } : { kind: 'restart', why: 'expired' })
+          }
+          return render(c, await flowOf.factorStep(deps, place(c), { passkeyResponse: response }, budget(c)))
         }
         default: {
           const code = (body.code ?? '').trim()
-          if (!code) return showFactor(c, held.did, { status: 400, error: 'Enter the code.' })
-          const budget = { guard: deps.passwords, req: c.req }
-          return judged(c, held, await checkSecondFactor(deps, held.did, { code }, { budget }))
+          if (!code) {
+            const h = await flowOf.held(db, place(c))
+            if (!h) return render(c, { kind: 'restart', why: 'expired' })
+            return showFactor(c, h.account, { status: 400, error: 'Enter the code.' })
+          }
+          return render(c, await flowOf.factorStep(deps, place(c), { code }, budget(c)))
         }
       }
     },

@@ -1,11 +1,10 @@
 // Second factors of an account, one surface for every caller: createSession (XRPC), the OAuth
 // sign-in page and the account page. Kinds: email sign-in codes (the official `emailAuthFactor`),
 // an authenticator app (TOTP) with recovery codes, and passkeys. App passwords skip all of them.
-import type { Request } from 'express'
 import type { Config } from '../../config.js'
 import type { Store } from '../../db/schema.js'
 import type { Mailer } from '../../mail/index.js'
-import type { PasswordGuard } from '../../auth/rate-limits.js'
+import type { LoginBudget } from '../login.js'
 import { checkEmailCode } from './email-code.js'
 import { verifyPasskeyAuthentication, type AuthenticationResponseJSON } from './passkeys.js'
 import { recoveryCodesLeft, useRecoveryCode } from './recovery.js'
@@ -23,6 +22,8 @@ export {
   renamePasskey,
   verifyPasskeyAuthentication,
   verifyPasskeyRegistration,
+  passkeyCurrent,
+  confirmPasskey,
   type AuthenticationResponseJSON,
   type Passkey,
   type RegistrationResponseJSON,
@@ -74,7 +75,8 @@ export type SecondFactorInput =
   | { passkeyResponse: AuthenticationResponseJSON }
 
 export type SecondFactorResult =
-  | { ok: true; factor: 'emailCode' | 'totp' | 'recoveryCode' | 'passkey' }
+  | { ok: true; factor: 'emailCode' | 'totp' | 'recoveryCode' }
+  | { ok: true; factor: 'passkey'; passkeyId: string }
   /** invalid: wrong, used or not this account's; expired: the right email code, too late */
   | { ok: false; why: 'invalid' | 'expired' }
   | { ok: false; why: 'rateLimited'; retryAfterS: number }
@@ -89,17 +91,17 @@ export async function checkSecondFactor(
   deps: FactorDeps,
   did: string,
   input: SecondFactorInput,
-  opts: { budget?: { guard: PasswordGuard; req: Request } } = {},
+  opts: { budget?: LoginBudget } = {},
 ): Promise<SecondFactorResult> {
   if (opts.budget) {
-    const wait = await opts.budget.guard.attempt(opts.budget.req, did)
+    const wait = await opts.budget.attempt(did)
     if (wait !== undefined) return { ok: false, why: 'rateLimited', retryAfterS: wait }
   }
   const { db, config } = deps
   const invalid = { ok: false as const, why: 'invalid' as const }
   if ('passkeyResponse' in input) {
     const hit = await verifyPasskeyAuthentication(deps, input.passkeyResponse, did)
-    return hit ? { ok: true, factor: 'passkey' } : invalid
+    return hit ? { ok: true, factor: 'passkey', passkeyId: hit.passkeyId } : invalid
   }
   if ('totp' in input) return (await verifyTotp(deps, did, input.totp)) ? { ok: true, factor: 'totp' } : invalid
   if ('recoveryCode' in input)
@@ -139,10 +141,11 @@ export async function setEmailAuthFactor(db: Store, did: string, on: boolean): P
 export async function signInWithPasskey(
   deps: FactorDeps,
   response: AuthenticationResponseJSON,
-): Promise<{ ok: true; account: AccountRow } | { ok: false; why: 'invalid' | 'takendown' }> {
+): Promise<{ ok: true; account: AccountRow; passkeyId: string } | { ok: false; why: 'invalid' | 'takendown' }> {
   const hit = await verifyPasskeyAuthentication(deps, response)
-  const account = hit && (await getAccount(deps.db, hit.did))
+  if (!hit) return { ok: false, why: 'invalid' }
+  const account = await getAccount(deps.db, hit.did)
   if (!account || account.status === 'deleted') return { ok: false, why: 'invalid' }
   if (account.status === 'takendown') return { ok: false, why: 'takendown' }
-  return { ok: true, account }
+  return { ok: true, account, passkeyId: hit.passkeyId }
 }

@@ -154,8 +154,13 @@ export async function verifyPasskeyRegistration(
     created_at: now,
     last_used_at: null,
   }
+  // added by a signed-in owner: confirmed under the password the account has now
+  const gen = await db.selectFrom('account').select('credential_gen').where('did', '=', did).executeTakeFirst()
   try {
-    await db.insertInto('passkey').values(row).execute()
+    await db
+      .insertInto('passkey')
+      .values({ ...row, confirmed_gen: gen?.credential_gen ?? 0 })
+      .execute()
   } catch (err) {
     if (isUniqueViolation(err)) return fail('This passkey is already registered')
     throw err
@@ -277,4 +282,31 @@ export async function verifyPasskeyAuthentication(
     .executeTakeFirst()
   if (res.numUpdatedRows !== 1n) return undefined
   return { did: stored.did, passkeyId: stored.credential_id }
+}
+
+/**
+ * whether the passkey was confirmed with the password under the account's current credential
+ * generation: after a password change or reset, a passkey alone no longer signs in until the
+ * new password is given once with it
+ */
+export async function passkeyCurrent(db: Store, passkeyId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('passkey')
+    .innerJoin('account', 'account.did', 'passkey.did')
+    .select(['passkey.confirmed_gen', 'account.credential_gen'])
+    .where('passkey.credential_id', '=', passkeyId)
+    .executeTakeFirst()
+  return !!row && row.confirmed_gen === row.credential_gen
+}
+
+/** the passkey was just used together with the account's password: it is current again */
+export async function confirmPasskey(db: Store, did: string, passkeyId: string): Promise<void> {
+  const gen = await db.selectFrom('account').select('credential_gen').where('did', '=', did).executeTakeFirst()
+  if (!gen) return
+  await db
+    .updateTable('passkey')
+    .set({ confirmed_gen: gen.credential_gen })
+    .where('did', '=', did)
+    .where('credential_id', '=', passkeyId)
+    .execute()
 }

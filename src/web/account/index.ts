@@ -5,12 +5,10 @@
 // the last few minutes; ending access (an app, an app password) and undoing a deactivation do not.
 // Every rule lives in the domain modules the XRPC methods use; this file only calls them.
 import { formFields, wrap } from '../forms.js'
-import { factorGiven, recordFactor } from '../../oauth/sign-in-steps.js'
 import express, { Router, type Request, type Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import type { Services } from '../../context.js'
-import { login } from '../../account/login.js'
-import { getAccount, type AccountRow } from '../../account/store.js'
+import type { AccountRow } from '../../account/store.js'
 import { createAppPassword, listAppPasswords, revokeAppPassword } from '../../account/app-passwords.js'
 import { changeEmail, confirmEmail } from '../../account/email.js'
 import { requestEmailChange, sendDeleteToken, sendEmailConfirmation } from '../../account/email-requests.js'
@@ -21,22 +19,18 @@ import { MIN_PASSWORD_LENGTH, requestPasswordReset, resetPassword } from '../../
 import { activate, deactivate, deleteWithToken } from '../../account/lifecycle.js'
 import {
   beginTotp,
-  checkSecondFactor,
   confirmTotp,
   disableTotp,
   factorsOf,
   issueRecoveryCodes,
   listPasskeys,
-  needsSecondFactor,
   passkeyAuthenticationOptions,
   passkeyRegistrationOptions,
   qrSvg,
   removePasskey,
   renamePasskey,
-  sendEmailCode,
   setEmailAuthFactor,
   verifyPasskeyRegistration,
-  type SecondFactorInput,
 } from '../../account/factors/index.js'
 import { setHandle } from '../../identity/amend.js'
 import { checkDocNamesUs } from '../../migration/did-control.js'
@@ -48,18 +42,10 @@ import { REMEMBERED_MAX_S } from '../../oauth/authorize.js'
 import { resetPage, resetRequestPage, type Flow } from '../../oauth/page.js'
 import { sendPage } from '../headers.js'
 import { messagePage, serverInfo } from '../layout.js'
-import { checkCsrf, csrfToken } from '../csrf.js'
+import { csrfToken } from '../csrf.js'
 import { clearCookie, readCookie, setCookie } from '../cookies.js'
-import {
-  deviceAccounts,
-  ensureDevice,
-  forgetAccount,
-  readDevice,
-  rememberAccount,
-  signedInAccount,
-  type Device,
-  type DeviceAccount,
-} from '../devices.js'
+import { deviceAccounts, formDevice, forgetAccount, pageDevice, rememberAccount, type Device, type DeviceAccount } from '../devices.js'
+import * as flow from '../sign-in/flow.js'
 import { clearSealed, readSealed, setSealed } from '../sealed.js'
 import { PASSKEY_SCRIPT } from './script.js'
 import {
@@ -81,9 +67,10 @@ export const REAUTH_S = 5 * 60
 const PATH = '/account'
 /** which of the device's signed-in accounts the page shows (the device session is the authority) */
 const CURRENT = 'pds_account'
-/** a sign-in whose password passed and whose second factor is awaited */
-const PENDING = 'pds_account_2fa'
-const PENDING_S = 10 * 60
+/** the account page's place for a held sign-in step on a device (an OAuth sign-in's is its request) */
+const PLACE = 'account'
+/** how long an authenticator app being set up waits for its first code */
+const TOTP_SETUP_S = 10 * 60
 const FLASH = 'pds_account_flash'
 const FLASH_S = 5 * 60
 /** an authenticator app being set up: its key and QR code stay on the page until confirmed */
@@ -91,7 +78,6 @@ const TOTP = 'pds_account_totp'
 
 type Deps = Pick<Services, 'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'rotationKey' | 'outbound'>
 type Fields = Record<string, string | undefined>
-type Pending = { did: string; remember: boolean }
 /** the account the page acts for, signed in on this device */
 type Current = { device: Device; account: AccountRow; session: DeviceAccount }
 type Ctx = Current & { req: Request; res: Response; body: Fields }
@@ -123,31 +109,16 @@ export function accountPages(deps: Deps): Router {
   }
 
   /** the account this device is signed in to on the page, when it still may use it */
-  const current = async (req: Request, device: Device, maxAgeS = REMEMBERED_MAX_S): Promise<Current | undefined> => {
+  const current = async (req: Request, device: Device): Promise<Current | undefined> => {
     const did = readCookie(req, CURRENT)
-    if (!did) return undefined
-    const session = await signedInAccount(db, device.id, safeDecode(did), maxAgeS)
-    const account = session && (await getAccount(db, session.did))
-    if (!session || !account || account.status === 'takendown' || account.status === 'deleted') return undefined
-    return { device, account, session }
+    const signedIn = did ? await flow.signedIn(db, device.id, safeDecode(did), REMEMBERED_MAX_S) : undefined
+    return signedIn && { device, ...signedIn }
   }
+  const place = (device: Device): flow.Place => ({ deviceId: device.id, place: PLACE })
 
-  /** `factor`: the sign-in included a second factor, so the OAuth pages need not ask for one again */
-  const signIn = async (res: Response, device: Device, did: string, remember: boolean, factor = false) => {
-    await rememberAccount(db, device.id, did, { remember })
-    if (factor) await recordFactor(db, device.id, did)
+  /** the flow signed `did` in on the device (recorded there): the page shows that account */
+  const signIn = (res: Response, did: string) =>
     setCookie(res, CURRENT, encodeURIComponent(did), { publicUrl: config.publicUrl, maxAgeS: REMEMBERED_MAX_S, path: PATH })
-    clearSealed(res, PENDING, { config, path: PATH })
-  }
-
-  /** a password given again on a signed-in device: it keeps the second factor its sign-in had */
-  const renewSignIn = async (device: Device, did: string, remember: boolean) => {
-    // only a factor actually given counts: an account without one must not carry the mark into
-    // a factor set up later
-    const hadFactor = await factorGiven(db, device.id, did)
-    await rememberAccount(db, device.id, did, { remember })
-    if (hadFactor) await recordFactor(db, device.id, did)
-  }
 
   const common = (device: Device, flash: Flash): Common => ({ server, csrf: csrfToken(device), flash })
 
@@ -160,7 +131,7 @@ export function accountPages(deps: Deps): Router {
   r.get(
     PATH,
     wrap(async (req, res) => {
-      const device = await ensureDevice(db, req, res, config.publicUrl)
+      const device = await pageDevice(db, req, res, config.publicUrl)
       const flash = takeFlash(req, res, device)
       const c = common(device, flash)
       const view = typeof req.query.view === 'string' ? req.query.view : undefined
@@ -170,9 +141,9 @@ export function accountPages(deps: Deps): Router {
         return sendPage(res, loginPage(c, { handle, hasAccounts: accounts.length > 0 }))
       }
       if (view === 'second-factor') {
-        const pending = readSealed<Pending>(req, PENDING, sealedOpts(device))
-        const account = pending && (await getAccount(db, pending.did))
-        if (!account) return done(res, device, { error: 'That sign-in expired. Sign in again.' })
+        const held = await flow.held(db, place(device))
+        if (!held) return done(res, device, { error: 'That sign-in expired. Sign in again.' })
+        const { account } = held
         return sendPage(res, secondFactorPage(c, { handle: account.handle, factors: await factorsOf(db, account.did) }), { scripts: true })
       }
       const cur = await current(req, device)
@@ -202,7 +173,8 @@ export function accountPages(deps: Deps): Router {
       .where('expires_at', '>', new Date().toISOString())
       .execute()
     const apps = await Promise.all((await connectedApps(db, did)).map(appView))
-    const unlockedUntil = new Date(Date.parse(session.authenticatedAt) + REAUTH_S * 1000)
+    // only a password given here unlocks: a passkey alone signs in but confirms no password
+    const unlockedUntil = new Date(Date.parse(session.passwordAt ?? '1970-01-01T00:00:00Z') + REAUTH_S * 1000)
     return {
       did,
       handle: account.handle,
@@ -257,8 +229,8 @@ export function accountPages(deps: Deps): Router {
       wrap(async (req, res) => {
         const fields = formFields(req.body)
         if (!fields) return sendPage(res, messagePage(server, 'Bad request', 'Each form field may be given once.'), { status: 400 })
-        const device = await readDevice(db, req)
-        if (!device || !checkCsrf(device, fields.csrf_token)) {
+        const device = await formDevice(db, req, fields.csrf_token)
+        if (!device) {
           return sendPage(res, messagePage(server, 'Form expired', 'This form is no longer valid. Reload the page and try again.'), {
             status: 403,
           })
@@ -276,7 +248,7 @@ export function accountPages(deps: Deps): Router {
       if (cur.account.status !== 'active' && !WHILE_DEACTIVATED.has(path)) {
         return done(res, device, { error: 'Your account is deactivated. Reactivate it to change this.' }, 'status')
       }
-      if (gate === 'sensitive' && !(await current(req, device, REAUTH_S))) {
+      if (gate === 'sensitive' && !flow.passwordFresh(cur.session, REAUTH_S)) {
         flashTo(res, device, { notice: 'Confirm your password to make this change.' })
         return res.redirect(303, `${PATH}?view=confirm&then=${at}`)
       }
@@ -290,102 +262,94 @@ export function accountPages(deps: Deps): Router {
       if (!res.headersSent) done(res, device, flash ?? {}, at)
     })
 
-  const budget = (req: Request) => ({ guard: deps.passwords, req })
+  const budget = (req: Request) => ({ attempt: (id: string) => deps.passwords.attempt(req, id) })
   /** the main password of the account, on the login budget */
-  const passwordMatches = async (req: Request, account: AccountRow, password: string | undefined): Promise<Flash | undefined> => {
-    const result = await login(db, { identifier: account.handle, password: password ?? '', appPasswords: false, budget: budget(req) })
-    if (result.ok && result.account.did === account.did) return undefined
-    if (!result.ok && result.why === 'rateLimited') return { error: tooMany(result.retryAfterS) }
-    return { error: 'That password is not right.' }
-  }
+  const passwordMatches = async (req: Request, account: AccountRow, password: string | undefined): Promise<Flash | undefined> =>
+    wrongPassword(await flow.checkPassword(deps, account, password ?? '', budget(req)))
 
   // ---- signing in
 
   post('sign-in', async (req, res, device, f) => {
     const handle = (f.handle ?? '').trim()
-    const result = await login(db, { identifier: handle, password: f.password ?? '', appPasswords: false, budget: budget(req) })
-    const again = (error: string, status: number) =>
-      sendPage(res, loginPage(common(device, { error }), { handle, hasAccounts: false }), {
-        status,
-        retryAfterS: !result.ok && result.why === 'rateLimited' ? result.retryAfterS : undefined,
-      })
-    if (!result.ok) {
-      if (result.why === 'rateLimited') return again(tooMany(result.retryAfterS), 429)
-      return again(result.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.', 401)
-    }
-    const remember = f.remember === 'on'
-    const factors = await factorsOf(db, result.account.did)
-    if (needsSecondFactor(factors)) {
-      setSealed(res, PENDING, { did: result.account.did, remember } satisfies Pending, PENDING_S, sealedOpts(device))
-      let notice: string | undefined
-      if (factors.emailCode && result.account.email) {
-        const sent = await sendEmailCode(factorDeps, {
-          did: result.account.did,
-          handle: result.account.handle,
-          email: result.account.email,
-        })
-        if (sent.sent) notice = 'We emailed you a sign-in code.'
-      }
-      flashTo(res, device, { notice })
+    const out = await flow.passwordStep(
+      deps,
+      place(device),
+      { identifier: handle, password: f.password ?? '', remember: f.remember === 'on' },
+      budget(req),
+    )
+    const again = (error: string, status: number, retryAfterS?: number) =>
+      sendPage(res, loginPage(common(device, { error }), { handle, hasAccounts: false }), { status, retryAfterS })
+    if (out.kind === 'rateLimited') return again(tooMany(out.retryAfterS), 429, out.retryAfterS)
+    if (out.kind === 'refused')
+      return again(out.why === 'takendown' ? 'This account has been taken down.' : 'Wrong handle or password.', 401)
+    if (out.kind === 'factor') {
+      flashTo(res, device, mailedFlash(out.mailed))
       return res.redirect(303, `${PATH}?view=second-factor`)
     }
-    await signIn(res, device, result.account.did, remember)
+    if (out.kind !== 'signedIn') return done(res, device, { error: 'That sign-in expired. Sign in again.' })
+    signIn(res, out.account.did)
     done(res, device, {})
   })
 
-  const secondStep = async (req: Request, res: Response, device: Device, input: SecondFactorInput) => {
-    const pending = readSealed<Pending>(req, PENDING, sealedOpts(device))
-    if (!pending) return done(res, device, { error: 'That sign-in expired. Sign in again.' })
-    const result = await checkSecondFactor(factorDeps, pending.did, input, { budget: budget(req) })
-    if (!result.ok) {
-      const error =
-        result.why === 'rateLimited'
-          ? tooMany(result.retryAfterS)
-          : result.why === 'expired'
-            ? 'That code has expired. Ask for a new one.'
-            : 'That did not work. Check the code and try again.'
-      flashTo(res, device, { error })
-      return res.redirect(303, `${PATH}?view=second-factor`)
+  /** the second step's outcome: signed in, or the step again with what went wrong */
+  const secondStep = (res: Response, device: Device, out: flow.Outcome) => {
+    if (out.kind === 'signedIn') {
+      signIn(res, out.account.did)
+      return done(res, device, {})
     }
-    await signIn(res, device, pending.did, pending.remember, true)
-    done(res, device, {})
+    if (out.kind === 'restart' || !out.account) {
+      const error =
+        out.kind === 'restart' && out.why === 'tooManyWrong'
+          ? 'Too many wrong codes. Sign in again.'
+          : 'That sign-in expired. Sign in again.'
+      return done(res, device, { error })
+    }
+    const error =
+      out.kind === 'rateLimited'
+        ? tooMany(out.retryAfterS)
+        : out.kind === 'refused' && out.why === 'codeExpired'
+          ? 'That code has expired. Ask for a new one.'
+          : 'That did not work. Check the code and try again.'
+    flashTo(res, device, { error })
+    res.redirect(303, `${PATH}?view=second-factor`)
   }
 
-  post('sign-in/code', (req, res, device, f) => secondStep(req, res, device, { code: f.code ?? '' }))
+  post('sign-in/code', async (req, res, device, f) =>
+    secondStep(res, device, await flow.factorStep(deps, place(device), { code: f.code ?? '' }, budget(req))),
+  )
   post('sign-in/passkey', async (req, res, device, f) => {
     const response = parseJson(f.response)
     if (!response) {
       flashTo(res, device, { error: 'The passkey did not answer. Try again.' })
       return res.redirect(303, `${PATH}?view=second-factor`)
     }
-    return secondStep(req, res, device, { passkeyResponse: response as never })
+    return secondStep(res, device, await flow.factorStep(deps, place(device), { passkeyResponse: response as never }, budget(req)))
   })
-  post('sign-in/passkey-options', async (req, res, device) => {
-    const pending = readSealed<Pending>(req, PENDING, sealedOpts(device))
-    if (!pending) return res.status(401).json({ error: 'That sign-in expired. Sign in again.' })
+  post('sign-in/passkey-options', async (_req, res, device) => {
+    const held = await flow.held(db, place(device))
+    if (!held || held.step.awaits !== 'factor') return res.status(401).json({ error: 'That sign-in expired. Sign in again.' })
     res.setHeader('Cache-Control', 'no-store')
-    res.json(await passkeyAuthenticationOptions(factorDeps, pending.did))
+    res.json(await passkeyAuthenticationOptions(factorDeps, held.step.did))
   })
-  post('sign-in/email-code', async (req, res, device) => {
-    const pending = readSealed<Pending>(req, PENDING, sealedOpts(device))
-    const account = pending && (await getAccount(db, pending.did))
-    if (!account) return done(res, device, { error: 'That sign-in expired. Sign in again.' })
-    const factors = await factorsOf(db, account.did)
-    let flash: Flash = { error: 'Email codes are not on for this account.' }
-    if (factors.emailCode && account.email) {
-      const sent = await sendEmailCode(factorDeps, { did: account.did, handle: account.handle, email: account.email })
-      flash = sent.sent ? { notice: 'We emailed you a new code.' } : { error: tooMany(sent.retryAfterS, 'codes sent') }
-    }
-    flashTo(res, device, flash)
+  post('sign-in/email-code', async (_req, res, device) => {
+    const held = await flow.held(db, place(device))
+    if (!held) return done(res, device, { error: 'That sign-in expired. Sign in again.' })
+    const mailed = await flow.resendCode(deps, place(device))
+    flashTo(
+      res,
+      device,
+      mailed === undefined || mailed === 'none'
+        ? { error: 'Email codes are not on for this account.' }
+        : mailedFlash(mailed, 'We emailed you a new code.'),
+    )
     res.redirect(303, `${PATH}?view=second-factor`)
   })
 
   post('select', async (req, res, device, f) => {
     const remembered = (await deviceAccounts(db, device.id)).find((a) => a.did === f.did)
     if (!remembered) return done(res, device, { error: 'That account is no longer remembered on this device.' })
-    const session = await signedInAccount(db, device.id, remembered.did, REMEMBERED_MAX_S)
-    const account = session && (await getAccount(db, session.did))
-    if (!account || account.status === 'takendown' || account.status === 'deleted') {
+    const account = (await flow.signedIn(db, device.id, remembered.did, REMEMBERED_MAX_S))?.account
+    if (!account) {
       flashTo(res, device, { notice: 'Enter your password to continue.' })
       return res.redirect(303, `${PATH}?view=login&handle=${encodeURIComponent(remembered.handle)}`)
     }
@@ -409,12 +373,19 @@ export function accountPages(deps: Deps): Router {
     const cur = await current(req, device)
     if (!cur) return done(res, device, { error: 'Sign in to continue.' })
     const then = (SECTIONS as readonly string[]).includes(f.then ?? '') ? f.then : undefined
-    const wrong = await passwordMatches(req, cur.account, f.password)
+    const wrong = wrongPassword(
+      await flow.confirmPassword(
+        deps,
+        place(device),
+        cur.account,
+        { password: f.password ?? '', remember: cur.session.remember },
+        budget(req),
+      ),
+    )
     if (wrong) {
       flashTo(res, device, wrong)
       return res.redirect(303, `${PATH}?view=confirm${then ? `&then=${then}` : ''}`)
     }
-    await renewSignIn(device, cur.account.did, cur.session.remember)
     done(res, device, { notice: 'Password confirmed. You can make the change now.' }, then)
   })
 
@@ -501,28 +472,32 @@ export function accountPages(deps: Deps): Router {
     if (next.length < MIN_PASSWORD_LENGTH) return { error: `Passwords are at least ${MIN_PASSWORD_LENGTH} characters.` }
     if (next.length > MAX_PASSWORD_LENGTH) return { error: `Passwords are at most ${MAX_PASSWORD_LENGTH} characters.` }
     await changePassword(deps, account.did, next, 'owner')
-    // every session ended, this device's too: it stays signed in, having just shown the password
-    await renewSignIn(device, account.did, session.remember)
+    // every session ended, this device's too: it stays signed in, having just shown the password,
+    // with the second factor its sign-in had
+    await rememberAccount(db, device.id, account.did, { remember: session.remember, password: true, factor: session.factorGiven })
     return { notice: 'Your password was changed. Every other session was signed out.' }
   })
 
   // ---- second factors
 
-  action('factors/email', 'sensitive', 'security', async ({ account, body: f }) => {
+  action('factors/email', 'sensitive', 'security', async ({ device, account, session, body: f }) => {
     const on = f.on === '1'
     if (!(await setEmailAuthFactor(db, account.did, on))) return { error: 'Confirm your email address first.' }
+    // the owner turning a factor on here keeps this sign-in; other devices' sign-ins without it end
+    if (on) await flow.factorAddedHere(db, place(device), account, session.remember)
     return { notice: on ? 'Email sign-in codes are on.' : 'Email sign-in codes are off.' }
   })
 
   action('factors/totp/begin', 'sensitive', 'security', async ({ res, device, account }) => {
     const setup = await beginTotp(factorDeps, account.did, account.handle)
     if ('alreadyOn' in setup) return { error: 'An authenticator app is already on.' }
-    setSealed(res, TOTP, { uri: setup.uri, secret: setup.secret }, PENDING_S, sealedOpts(device))
+    setSealed(res, TOTP, { uri: setup.uri, secret: setup.secret }, TOTP_SETUP_S, sealedOpts(device))
   })
 
-  action('factors/totp/confirm', 'sensitive', 'security', async ({ res, account, body: f }) => {
+  action('factors/totp/confirm', 'sensitive', 'security', async ({ res, device, account, session, body: f }) => {
     const result = await confirmTotp(factorDeps, account.did, f.code ?? '')
     if (!result.ok) return { error: 'That code did not match. Check the time on your device and try the current code.' }
+    await flow.factorAddedHere(db, place(device), account, session.remember)
     clearSealed(res, TOTP, { config, path: PATH })
     return { notice: 'Your authenticator app is on.', recoveryCodes: result.recoveryCodes }
   })
@@ -541,8 +516,8 @@ export function accountPages(deps: Deps): Router {
 
   // the page's script asks for the options, then posts the browser's answer as a form
   post('passkeys/options', async (req, res, device) => {
-    const cur = await current(req, device, REAUTH_S)
-    if (!cur) {
+    const cur = await current(req, device)
+    if (!cur || !flow.passwordFresh(cur.session, REAUTH_S)) {
       flashTo(res, device, { notice: 'Confirm your password to add a passkey.' })
       return res.status(403).json({ error: 'reauth', location: `${PATH}?view=confirm&then=security` })
     }
@@ -550,11 +525,12 @@ export function accountPages(deps: Deps): Router {
     res.json(await passkeyRegistrationOptions(factorDeps, { did: cur.account.did, handle: cur.account.handle }))
   })
 
-  action('passkeys/add', 'sensitive', 'security', async ({ account, body: f }) => {
+  action('passkeys/add', 'sensitive', 'security', async ({ device, account, session, body: f }) => {
     const response = parseJson(f.response)
     if (!response) return { error: 'Adding a passkey needs JavaScript and a browser that supports passkeys.' }
     const result = await verifyPasskeyRegistration(factorDeps, account.did, response as never, f.name)
     if (!result.ok) return { error: result.message }
+    await flow.factorAddedHere(db, place(device), account, session.remember)
     return { notice: `Passkey “${result.passkey.name}” added.`, recoveryCodes: result.recoveryCodes }
   })
 
@@ -610,7 +586,7 @@ export function accountPages(deps: Deps): Router {
   r.get(
     `${PATH}/forgot`,
     wrap(async (req, res) => {
-      const device = await ensureDevice(db, req, res, config.publicUrl)
+      const device = await pageDevice(db, req, res, config.publicUrl)
       const f = forgotFlow(device)
       sendPage(res, req.query.view === 'reset-token' ? resetPage(f) : resetRequestPage(f, {}))
     }),
@@ -636,6 +612,22 @@ export function accountPages(deps: Deps): Router {
   })
 
   return r
+}
+
+/** what a failed password check says, or undefined when the password was right */
+function wrongPassword(out: flow.Outcome): Flash | undefined {
+  if (out.kind === 'signedIn') return undefined
+  if (out.kind === 'rateLimited') return { error: tooMany(out.retryAfterS) }
+  return { error: 'That password is not right.' }
+}
+
+/** what the page says about a sign-in code it mailed (or could not) */
+function mailedFlash(mailed: flow.Mailed, sent = 'We emailed you a sign-in code.'): Flash {
+  if (mailed === 'sent') return { notice: sent }
+  if (mailed === 'none') return {}
+  if (mailed === 'tooSoon') return { error: 'A code was sent moments ago. Wait a little before asking for another.' }
+  if (mailed === 'down') return { error: 'The email with your code could not be sent. Try "Email me a new code" in a little while.' }
+  return { error: tooMany(mailed.retryAfterS, 'codes sent') }
 }
 
 function tooMany(waitS: number, what = 'attempts'): string {
