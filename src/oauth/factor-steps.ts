@@ -3,17 +3,15 @@
 // code; or a passkey), and a passkey alone with no handle and no password. The first passkey
 // sign-in after a password change also asks for the new password. The page renders the flow's
 // outcomes; on a sign-in it continues to consent exactly as after a password.
-import type { Request, Response } from 'express'
 import type { Services } from '../context.js'
 import { factorsOf, passkeyAuthenticationOptions, type AuthenticationResponseJSON } from '../account/factors/index.js'
 import type { AccountRow } from '../account/store.js'
-import { sendPage } from '../web/headers.js'
-import type { Device } from '../web/devices.js'
 import * as flowOf from '../web/sign-in/flow.js'
 import type { Mailed, Outcome } from '../web/sign-in/flow.js'
 import { factorPage, passwordAgainPage } from './factor-page.js'
 import type { Flow } from './page.js'
-import type { OAuthRequest } from './store.js'
+import type { LoginBudget } from '../account/login.js'
+import type { Answer, Ctx, Shown } from './authorize-kit.js'
 
 /** the POST steps this module answers */
 export const FACTOR_STEPS = new Set([
@@ -27,16 +25,14 @@ export const FACTOR_STEPS = new Set([
 ])
 
 type Deps = Pick<Services, 'config' | 'db' | 'mailer' | 'passwords'>
-type Ctx = { req: Request; res: Response; row: OAuthRequest; device: Device }
-type Shown = { status?: number; error?: string; notice?: string; retryAfterS?: number }
 type Account = { did: string; handle: string }
 
 /** what the rest of the sign-in page lends these steps */
 export type FlowKit<C extends Ctx> = {
   flow: (c: C, o: Shown) => Flow
   httpsImages: (c: C) => boolean
-  showLogin: (c: C, handle: string | undefined, o?: Shown) => Promise<unknown>
-  showConsent: (c: C, account: Account, o?: Shown) => Promise<unknown>
+  showLogin: (c: C, handle: string | undefined, o?: Shown) => Promise<Answer>
+  showConsent: (c: C, account: Account, o?: Shown) => Promise<Answer>
   tooMany: (waitS: number, what?: string) => Shown
 }
 
@@ -55,20 +51,25 @@ export function mailedWords(mailed: Mailed, tooMany: (waitS: number, what?: stri
 export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
   const { db } = deps
   const place = (c: C) => ({ deviceId: c.device.id, place: c.row.request_uri })
-  const budget = (c: C) => ({ attempt: (id: string) => deps.passwords.attempt(c.req, id) })
 
-  const send = (c: C, page: (f: Flow) => ReturnType<typeof factorPage>, o: Shown, scripts: boolean) =>
-    sendPage(c.res, page(kit.flow(c, o)), { status: o.status, retryAfterS: o.retryAfterS, httpsImages: kit.httpsImages(c), scripts })
+  const send = (c: C, page: (f: Flow) => ReturnType<typeof factorPage>, o: Shown, scripts: boolean): Answer => ({
+    kind: 'page',
+    html: page(kit.flow(c, o)),
+    status: o.status,
+    retryAfterS: o.retryAfterS,
+    httpsImages: kit.httpsImages(c),
+    scripts,
+  })
 
-  const showFactor = async (c: C, account: AccountRow, o: Shown = {}) => {
+  const showFactor = async (c: C, account: AccountRow, o: Shown = {}): Promise<Answer> => {
     const factors = await factorsOf(db, account.did)
-    send(c, (f) => factorPage(f, { handle: account.handle, factors }), o, factors.passkeys > 0)
+    return send(c, (f) => factorPage(f, { handle: account.handle, factors }), o, factors.passkeys > 0)
   }
   const showPasswordAgain = (c: C, account: AccountRow, o: Shown = {}) =>
     send(c, (f) => passwordAgainPage(f, { handle: account.handle }), o, false)
 
   /** the page for where the sign-in stands */
-  const render = async (c: C, out: Outcome, at: 'factor' | 'password' | 'passkey' = 'factor'): Promise<unknown> => {
+  const render = async (c: C, out: Outcome, at: 'factor' | 'password' | 'passkey' = 'factor'): Promise<Answer> => {
     switch (out.kind) {
       case 'signedIn':
         return kit.showConsent(c, out.account)
@@ -118,25 +119,22 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
     }
   }
 
-  const optionsJson = (res: Response, status: number, body: unknown) => {
-    res.setHeader('Cache-Control', 'no-store')
-    res.status(status).json(body)
-  }
+  const optionsJson = (status: number, body: unknown): Answer => ({ kind: 'json', status, body })
 
   return {
     render,
 
     /** GET view=factor: the held step again, while it is live */
-    async show(c: C) {
+    async show(c: C): Promise<Answer> {
       const h = await flowOf.held(db, place(c))
       if (!h) return kit.showLogin(c, undefined)
       return h.step.awaits === 'password' ? showPasswordAgain(c, h.account) : showFactor(c, h.account)
     },
 
-    async post(c: C, step: string, body: Record<string, string | undefined>) {
+    async post(c: C, step: string, body: Record<string, string | undefined>, budget: LoginBudget): Promise<Answer> {
       switch (step) {
         case 'passkey-options':
-          return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps))
+          return optionsJson(200, await passkeyAuthenticationOptions(deps))
         case 'passkey':
           return render(
             c,
@@ -144,11 +142,11 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
             'passkey',
           )
         case 'passkey-password':
-          return render(c, await flowOf.passwordAfterPasskey(deps, place(c), body.password ?? '', budget(c)), 'password')
+          return render(c, await flowOf.passwordAfterPasskey(deps, place(c), body.password ?? '', budget), 'password')
         case 'factor-passkey-options': {
           const h = await flowOf.held(db, place(c))
-          if (!h || h.step.awaits !== 'factor') return optionsJson(c.res, 401, { message: 'The sign-in took too long; reload the page.' })
-          return optionsJson(c.res, 200, await passkeyAuthenticationOptions(deps, h.step.did))
+          if (!h || h.step.awaits !== 'factor') return optionsJson(401, { message: 'The sign-in took too long; reload the page.' })
+          return optionsJson(200, await passkeyAuthenticationOptions(deps, h.step.did))
         }
         case 'factor-resend': {
           const h = await flowOf.held(db, place(c))
@@ -162,7 +160,7 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
             const h = await flowOf.held(db, place(c))
             return render(c, h ? { kind: 'refused', why: 'noAnswer', account: h.account } : { kind: 'restart', why: 'expired' })
           }
-          return render(c, await flowOf.factorStep(deps, place(c), { passkeyResponse: response }, budget(c)))
+          return render(c, await flowOf.factorStep(deps, place(c), { passkeyResponse: response }, budget))
         }
         default: {
           const code = (body.code ?? '').trim()
@@ -171,7 +169,7 @@ export function factorSteps<C extends Ctx>(deps: Deps, kit: FlowKit<C>) {
             if (!h) return render(c, { kind: 'restart', why: 'expired' })
             return showFactor(c, h.account, { status: 400, error: 'Enter the code.' })
           }
-          return render(c, await flowOf.factorStep(deps, place(c), { code }, budget(c)))
+          return render(c, await flowOf.factorStep(deps, place(c), { code }, budget))
         }
       }
     },

@@ -30,6 +30,9 @@ import { rememberAccount, signedInAccount, type DeviceAccount, type Proof } from
 import { claimMail, dropStep, heldStep, hold, stepFailed, takeStep, type HeldStep, type Place } from './held.js'
 
 export type { Place, HeldStep } from './held.js'
+
+/** a remembered account's sign-in on a device counts this long before the password is asked again */
+export const REMEMBERED_MAX_S = 7 * 24 * 3600
 export type FlowDeps = { db: Db; config: Config; mailer: Mailer }
 
 /** what mailing a sign-in code came to, for the page to say */
