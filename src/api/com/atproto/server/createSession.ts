@@ -54,7 +54,12 @@ async function secondFactor(services: Deps, account: AccountRow, token: string |
   const factors = await factorsOf(db, account.did)
   if (!needsSecondFactor(factors)) return
   if (token?.trim()) {
-    const r = await checkSecondFactor(services, account.did, { code: token }, { budget: { attempt: (id) => services.passwords.attempt(req, id) } })
+    const r = await checkSecondFactor(
+      services,
+      account.did,
+      { code: token },
+      { budget: { attempt: (id) => services.passwords.attempt(req, id) } },
+    )
     if (r.ok) return
     if (r.why === 'rateLimited') throw xrpcError('RateLimitExceeded', `Too many sign-in attempts; try again in ${r.retryAfterS} seconds`)
     if (r.why === 'expired') throw xrpcError('ExpiredToken', 'Token is expired', 400)
