@@ -6,8 +6,9 @@ import { isUniqueViolation, type Db } from '../db/index.js'
 import type { Store } from '../db/schema.js'
 import { xrpcError } from '../errors.js'
 import { identityEvent } from '../sequencer/index.js'
+import { currentOp } from './control.js'
 import { publishOp } from './directory.js'
-import { appendOp, latestOp, opCid, signOp, type UnsignedPlcOp } from './plc.js'
+import { appendOp, opCid, signOp, type UnsignedPlcOp } from './plc.js'
 
 export type AmendDeps = { rotationKey: Keypair; plcUrl?: string }
 
@@ -18,10 +19,13 @@ export async function amendPlcOp(
   change: (prev: UnsignedPlcOp) => Partial<UnsignedPlcOp>,
   handle?: string,
 ) {
-  const latest = await latestOp(trx, did)
+  const latest = await currentOp(trx, plcUrl, did)
   if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
   if (!latest.op.rotationKeys.includes(rotationKey.did())) {
-    throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
+    throw xrpcError(
+      'InvalidRequest',
+      `This server no longer holds a rotation key of ${did}, so it cannot change the DID document: make the change with your own rotation key`,
+    )
   }
   const { sig: _sig, ...prevOp } = latest.op
   const op = await signOp({ ...prevOp, ...change(prevOp), prev: await opCid(latest.op) }, rotationKey)
@@ -30,11 +34,26 @@ export async function amendPlcOp(
   if (plcUrl) await publishOp(plcUrl, did, op)
 }
 
-/** a new handle: the account row and the DID's alsoKnownAs; a handle another account holds is refused */
+/**
+ * a new handle: the account row and the DID's alsoKnownAs; a handle another account holds is
+ * refused. When the DID document already names the handle (its owner published it with their own
+ * rotation key), nothing is signed: the row changes and an #identity event tells the network.
+ */
 export async function setHandle(db: Db, did: string, handle: string, deps: AmendDeps) {
   try {
     await db.transaction().execute(async (trx) => {
       await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
+      const current = await currentOp(trx, deps.plcUrl, did)
+      if (current?.op.alsoKnownAs.find((a) => a.startsWith('at://')) === `at://${handle}`) {
+        await identityEvent(trx, did, handle)
+        return
+      }
+      if (current && !current.op.rotationKeys.includes(deps.rotationKey.did())) {
+        throw xrpcError(
+          'InvalidRequest',
+          `This server no longer holds a rotation key of ${did}, so it cannot publish the handle: add at://${handle} to the DID document's alsoKnownAs with your own rotation key, then update the handle again`,
+        )
+      }
       const aka = (prev: UnsignedPlcOp) => [`at://${handle}`, ...prev.alsoKnownAs.filter((a) => !a.startsWith('at://'))]
       await amendPlcOp(trx, did, deps, (prev) => ({ alsoKnownAs: aka(prev) }), handle)
     })

@@ -14,6 +14,7 @@ import type { AccountRow } from '../account/store.js'
 import { consumeEmailToken } from '../account/email-tokens.js'
 import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
+import { currentOp } from '../identity/control.js'
 import { lastFromDirectory, publishOp } from '../identity/directory.js'
 import { appendOp, latestOp, opCid, signOp, type PlcService, type SignedPlcOp, type UnsignedPlcOp } from '../identity/plc.js'
 import { identityEvent } from '../sequencer/index.js'
@@ -52,10 +53,14 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
       if (!(await consumeEmailToken(trx, did, 'plc-operation-signature', input.token!))) {
         throw xrpcError('InvalidToken', 'Token is invalid or expired')
       }
-      const latest = await latestOp(trx, did)
+      // built on the directory's newest operation: its owner may have changed the DID there with their own key
+      const latest = await currentOp(trx, config.plcUrl, did)
       if (!latest) throw xrpcError('InvalidRequest', 'No PLC operation log for this DID')
       if (!latest.op.rotationKeys.includes(rotationKey.did())) {
-        throw xrpcError('InvalidRequest', "This server's rotation key may not sign operations for this DID")
+        throw xrpcError(
+          'InvalidRequest',
+          `This server no longer holds a rotation key of ${did}, so it cannot sign operations for it: sign them with your own rotation key`,
+        )
       }
       const { sig: _sig, ...prevOp } = latest.op
       const unsigned: UnsignedPlcOp = {

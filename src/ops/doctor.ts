@@ -7,6 +7,7 @@ import { createLogger } from '../logger.js'
 import { output } from './args.js'
 import type { Command, Ctx } from './accounts.js'
 import { freeBytes } from './status.js'
+import { accountsOutOfControl } from '../identity/control.js'
 
 type Level = 'ok' | 'warn' | 'fail'
 type Check = { check: string; level: Level; detail: string }
@@ -81,6 +82,23 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
     add('plc-directory', r.status < 500 ? 'ok' : 'fail', `${plc} answered ${r.status}`)
   } catch (err) {
     add('plc-directory', 'fail', `${plc} unreachable: ${why(err)}`)
+  }
+
+  // people may take their DID over with their own rotation key: say whose this server can no longer change
+  try {
+    const { checked, more, lost } = await accountsOutOfControl(db, config, 1000)
+    const scope = `${checked} did:plc account(s)${more ? ' (the oldest 1000)' : ''}`
+    if (!lost.length) add('plc-control', 'ok', `this server's rotation key signs for all ${scope}`)
+    else {
+      const names = lost.slice(0, 10).map((a) => a.handle ?? a.did)
+      add(
+        'plc-control',
+        'warn',
+        `this server no longer holds a rotation key of ${lost.length} of ${scope}: ${names.join(', ')}${lost.length > 10 ? ', ...' : ''}; their owners sign PLC operations (handle changes too) with their own keys`,
+      )
+    }
+  } catch (err) {
+    add('plc-control', 'warn', `who controls the accounts' DIDs could not be checked: ${why(err)}`)
   }
 
   if (!config.crawlers.length) add('relays', 'warn', 'PDS_CRAWLERS is empty: no relay learns about this server')

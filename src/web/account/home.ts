@@ -3,6 +3,7 @@
 import { factorsOf, listPasskeys, qrSvg } from '../../account/factors/index.js'
 import { listAppPasswords } from '../../account/app-passwords.js'
 import { connectedApps } from '../../oauth/store.js'
+import { serverSignsFor } from '../../identity/control.js'
 import { consentWords } from '../../oauth/consent-words.js'
 import { deviceAccounts } from '../devices.js'
 import { readSealed } from '../sealed.js'
@@ -60,6 +61,7 @@ export function homeRows(kit: AccountKit): AccountRowDef[] {
       factors: await factorsOf(db, did),
       passkeys: await listPasskeys(db, did),
       handleDomains: config.handleDomains,
+      didOutOfControl: (await serverSignsFor(db, config.plcUrl, kit.deps.rotationKey.did(), did)) === false,
       pending: {
         emailChange: tokens.find((t) => t.purpose === 'update-email')?.new_email ?? undefined,
         confirm: tokens.some((t) => t.purpose === 'confirm-email'),

@@ -195,6 +195,13 @@ export function handleSection(c: Common, a: AccountView): SafeHtml {
     <h2 id="handle-h">Handle</h2>
     ${sectionMessages(c, 'handle')}
     <p>Your handle is <strong id="current-handle">@${a.handle}</strong>.</p>
+    ${
+      a.didOutOfControl &&
+      html`<p class="notice" id="plc-control">
+        This server no longer holds a rotation key of your DID (${a.did}): you sign changes to it yourself. To change your handle, first put
+        <code>at://</code> and the new handle first in your DID document's alsoKnownAs with your own key.
+      </p>`
+    }
     ${form(
       c,
       'handle',

@@ -40,6 +40,8 @@ export type AccountView = {
   factors: Factors
   passkeys: Passkey[]
   handleDomains: string[]
+  /** the DID's rotation keys no longer include this server's: its owner signs changes to it */
+  didOutOfControl?: boolean
   /** mailed tokens still waiting: a change of address (to which), a confirmation, a deletion */
   pending: { emailChange?: string; confirm: boolean; deletion: boolean }
 }
