@@ -150,6 +150,7 @@ const vars = {
   PDS_PROXY_TIMEOUT_MS: int(1, 600_000).default(30_000),
   PDS_PROXY_MAX_RESPONSE_BYTES: int(1, 2 ** 40).default(10 * 1024 * 1024),
   PDS_CRAWL_INTERVAL_MINUTES: int(1, 24 * 60).default(20),
+  PDS_SEQ_FLOOR: int(0, Number.MAX_SAFE_INTEGER).default(0),
   PDS_FIREHOSE_RETENTION_HOURS: int(1, 24 * 365).default(72),
   PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(16),
   PDS_BLOB_UPLOAD_LIMIT: int(1, 2 ** 40).default(104_857_600),
@@ -244,6 +245,8 @@ export type Config = {
   proxy: { timeoutMs: number; maxResponseBytes: number }
   /** a write after this many quiet minutes asks the relays to crawl again */
   crawlIntervalMinutes: number
+  /** the firehose's next seq is above this (PDS_SEQ_FLOOR; 0 = no floor) */
+  seqFloor: number
   firehoseRetentionHours: number
   /** subscribeRepos streams one client address may hold open at once */
   firehoseConnectionsPerAddress: number
@@ -427,6 +430,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort: v.PDS_METRICS_PORT,
     proxy: { timeoutMs: v.PDS_PROXY_TIMEOUT_MS, maxResponseBytes: v.PDS_PROXY_MAX_RESPONSE_BYTES },
     crawlIntervalMinutes: v.PDS_CRAWL_INTERVAL_MINUTES,
+    seqFloor: v.PDS_SEQ_FLOOR,
     firehoseRetentionHours: v.PDS_FIREHOSE_RETENTION_HOURS,
     firehoseConnectionsPerAddress: v.PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS,
     blobUploadLimit: v.PDS_BLOB_UPLOAD_LIMIT,

@@ -12,6 +12,7 @@ import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import type { Services, TestHooks } from './context.js'
 import { isConnectionLost, openDb } from './db/index.js'
+import { raiseEventSeq } from './db/dialect.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
 import { mountApi } from './api/index.js'
@@ -25,6 +26,7 @@ import { createOAuthServices } from './oauth/index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { dpopNonceHeader } from './oauth/dpop-nonce.js'
 import { useNameserversForHttp } from './net/dns.js'
+import { readSeqFloor, recordSeqFloor } from './sequencer/seq-floor.js'
 import { webRoutes } from './web/index.js'
 import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
@@ -101,6 +103,11 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     maxConnectionsPerAddress: config.firehoseConnectionsPerAddress,
     ...opts.firehose,
   })
+  // a restored older backup or a reinstall must not hand out seq numbers relays already read
+  const seqFloor = Math.max(config.seqFloor, readSeqFloor(config.dataDir))
+  if (seqFloor && (await raiseEventSeq(db, seqFloor))) {
+    logger.warn({ seqFloor }, 'event sequence raised to its floor: new events continue above every seq handed out before')
+  }
   await firehose.start()
   deliverCommittedEvents(db, (events) => firehose.deliverLocal(events))
   // several processes on one PostgreSQL: a commit anywhere wakes every process's firehose
@@ -220,6 +227,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   const crawlers = new Crawlers(config.crawlers, config.hostname, firehose, logger, metrics, {
     intervalMs: config.crawlIntervalMinutes * 60_000,
     checkMs: 5000,
+    unwatchedMs: 5 * 60_000,
     attempts: 5,
     backoffMs: 1000,
     timeoutMs: 10_000,
@@ -227,6 +235,15 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ...opts.crawlers,
   })
   crawlers.start()
+  const keepSeqFloor = () => {
+    try {
+      recordSeqFloor(config.dataDir, firehose.headSeq)
+    } catch (err) {
+      logger.warn({ err: String(err) }, 'could not record the seq floor')
+    }
+  }
+  const seqFloorTimer = setInterval(keepSeqFloor, 30_000)
+  seqFloorTimer.unref()
   const gc = setInterval(
     () => {
       sweepBlobs(services, config.blobGraceMs)
@@ -261,9 +278,11 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
         clearInterval(challengeSweep)
         await backups.stop()
         await crawlers.stop()
+        clearInterval(seqFloorTimer)
         metricsHttp?.close()
         await shutdown(http, services, api.xrpc)
         await wakeup?.stop()
+        keepSeqFloor()
         redis?.disconnect()
         await restoreDns?.()
       })()),

@@ -63,3 +63,28 @@ export async function tryExclusiveByName<T>(db: Kysely<Schema>, name: string, fn
     }
   })
 }
+
+/**
+ * Moves the event log's sequence so the next event's seq is above `floor`; never moves it back.
+ * True when it moved. SQLite's AUTOINCREMENT takes the larger of sqlite_sequence and the largest
+ * rowid; PostgreSQL's bigserial takes its sequence's next value.
+ */
+export async function raiseEventSeq(db: Store, floor: number): Promise<boolean> {
+  if (dialectOf(db) === 'postgres') {
+    const { rows } = await sql`
+      select setval(pg_get_serial_sequence('event', 'seq'), ${floor}, true)
+      where ${floor} > greatest(
+        coalesce((select max(seq) from event), 0),
+        coalesce(pg_sequence_last_value(pg_get_serial_sequence('event', 'seq')::regclass), 0))`.execute(db)
+    return rows.length > 0
+  }
+  const { rows } = await sql<{
+    seq: number
+  }>`select max(coalesce((select seq from sqlite_sequence where name = 'event'), 0), coalesce((select max(seq) from event), 0)) as seq`.execute(
+    db,
+  )
+  if (Number(rows[0]?.seq ?? 0) >= floor) return false
+  const updated = await sql`update sqlite_sequence set seq = ${floor} where name = 'event'`.execute(db)
+  if (!Number(updated.numAffectedRows ?? 0)) await sql`insert into sqlite_sequence (name, seq) values ('event', ${floor})`.execute(db)
+  return true
+}

@@ -15,6 +15,7 @@ import type { Db } from '../db/index.js'
 import { output, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 import { version } from './status.js'
+import { recordSeqFloor, restoredSeqFloor } from '../sequencer/seq-floor.js'
 
 export const MANIFEST = 'manifest.json'
 const DB_FILE = 'pds.sqlite'
@@ -150,6 +151,8 @@ export async function restoreBackup(config: Config, dir: string): Promise<Manife
     await privateDir(dirname(to))
     await privateCopy(join(dir, f.path), to)
   }
+  // the backup's log ends lower than the server it came from went: continue above both
+  recordSeqFloor(config.dataDir, restoredSeqFloor())
   return manifest
 }
 

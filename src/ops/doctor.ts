@@ -27,6 +27,71 @@ const why = (err: unknown) =>
 
 const loopbackHost = (host: string) => host === 'localhost' || isIP(host.replace(/^\[|\]$/g, '')) !== 0
 
+/** what the relay says of this host (com.atproto.sync.getHostStatus), and what to do about it */
+async function relayView(relay: string, hostname: string, db: Ctx['db'], add: (check: string, level: Level, detail: string) => void) {
+  let r: Awaited<ReturnType<typeof get>>
+  try {
+    r = await get(`${relay.replace(/\/+$/, '')}/xrpc/com.atproto.sync.getHostStatus?hostname=${encodeURIComponent(hostname)}`)
+  } catch (err) {
+    return add('relay-view', 'warn', `${relay} getHostStatus: ${why(err)}`)
+  }
+  let body: { seq?: unknown; status?: unknown; error?: unknown } = {}
+  try {
+    body = JSON.parse(r.text)
+  } catch {}
+  if (r.status === 404 || body.error === 'HostNotFound') {
+    return add(
+      'relay-view',
+      'warn',
+      `${relay} does not know ${hostname}: restart the server (it asks relays to crawl at start) or POST {"hostname":"${hostname}"} to ${relay}/xrpc/com.atproto.sync.requestCrawl`,
+    )
+  }
+  if (r.status !== 200)
+    return add('relay-view', 'warn', `${relay} answered getHostStatus with ${r.status}: its view of ${hostname} is unknown`)
+  const row = await db
+    .selectFrom('event')
+    .select((eb) => eb.fn.max('seq').as('seq'))
+    .executeTakeFirst()
+  const ours = Number(row?.seq ?? 0)
+  const theirs = typeof body.seq === 'number' ? body.seq : undefined
+  if (theirs !== undefined && theirs > ours) {
+    return add(
+      'relay-view',
+      'warn',
+      `${relay} has read up to seq ${theirs} from ${hostname}, ahead of this server's ${ours} (a reinstall or an older backup): it would skip new events up to ${theirs}. Set PDS_SEQ_FLOOR=${theirs} and restart`,
+    )
+  }
+  const seen = theirs === undefined ? '' : `, read up to seq ${theirs} of ${ours}`
+  switch (body.status) {
+    case 'banned':
+      return add('relay-view', 'fail', `${relay} has banned ${hostname}: only the relay's operator can lift it`)
+    case 'throttled':
+      return add(
+        'relay-view',
+        'warn',
+        `${relay} throttles ${hostname}${seen}: it limits hosts with many accounts or events; ask the relay's operator`,
+      )
+    case 'offline':
+      return add(
+        'relay-view',
+        'warn',
+        `${relay} finds ${hostname} offline${seen}: check that the public URL passes WebSocket upgrades to /xrpc/com.atproto.sync.subscribeRepos`,
+      )
+    case 'idle':
+      return add(
+        'relay-view',
+        'warn',
+        `${relay} is not subscribed to ${hostname}${seen}: the next write asks it to crawl again, or restart the server`,
+      )
+    default:
+      return add(
+        'relay-view',
+        'ok',
+        `${relay} follows ${hostname} (${typeof body.status === 'string' ? body.status : 'status not given'}${seen})`,
+      )
+  }
+}
+
 export async function runChecks({ config, db }: Ctx, opts: { handle?: string; testEmail?: string }): Promise<Check[]> {
   const out: Check[] = []
   const add = (check: string, level: Level, detail: string) => out.push({ check, level, detail })
@@ -109,7 +174,9 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
       add('relay', r.status < 500 ? 'ok' : 'fail', `${relay} answered ${r.status}`)
     } catch (err) {
       add('relay', 'fail', `${relay} unreachable: ${why(err)}`)
+      continue
     }
+    await relayView(relay, config.hostname, db, add)
   }
 
   if (config.email.backend === 'console') {
@@ -150,7 +217,7 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
 export const doctorCommand: Command = {
   usage:
     'doctor [--handle <handle>] [--send-test-email <address>]\n' +
-    '    checks public URL, DID document, a handle, PLC directory, relays, email, disk and clock',
+    '    checks public URL, DID document, a handle, PLC directory, relays (and their view of this host), email, disk and clock',
   options: { handle: { type: 'string' }, 'send-test-email': { type: 'string' } },
   async run(ctx, p) {
     const handle = p.values.handle

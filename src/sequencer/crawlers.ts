@@ -1,6 +1,8 @@
 // PDS_CRAWLERS: asks each relay to crawl this server (com.atproto.sync.requestCrawl) at start,
-// and again on the first write after a quiet period (PDS_CRAWL_INTERVAL_MINUTES), so a relay
-// that dropped the server picks it up again. Each request is retried a bounded number of times
+// again on the first write after a quiet period (PDS_CRAWL_INTERVAL_MINUTES), and sooner on the
+// first write once no firehose subscriber has been connected for a while (a relay that indexes
+// this server holds a subscription; none means it dropped the server), so a relay picks it up
+// again. Each request is retried a bounded number of times
 // with exponential backoff; every outcome is logged.
 import { request } from '../outbound.js'
 import type { Logger } from '../logger.js'
@@ -12,6 +14,8 @@ export type CrawlerOptions = {
   intervalMs: number
   /** how often the event log is looked at once the quiet period is over (ms) */
   checkMs: number
+  /** with no firehose subscriber for this long, a write asks again even within the quiet period (ms) */
+  unwatchedMs: number
   /** attempts per relay per notification */
   attempts: number
   /** first backoff (ms); doubles after each failure */
@@ -23,6 +27,10 @@ export type CrawlerOptions = {
 
 export class Crawlers {
   private lastNotified = 0
+  /** when a firehose subscriber was last seen connected (ms) */
+  private lastWatched = Date.now()
+  /** the log's newest seq once no subscriber was connected; a higher one went unread */
+  private unwatchedSeq: number | undefined
   /** the log's newest seq when the quiet period ended; a higher seq is the awaited write */
   private idleSeq: number | undefined
   private timer: NodeJS.Timeout | undefined
@@ -32,7 +40,7 @@ export class Crawlers {
   constructor(
     private relays: string[],
     private hostname: string,
-    private firehose: Pick<Firehose, 'maxSeq'>,
+    private firehose: Pick<Firehose, 'maxSeq' | 'stats'>,
     private logger: Logger,
     private metrics: Metrics,
     private opts: CrawlerOptions,
@@ -54,7 +62,18 @@ export class Crawlers {
   }
 
   private async check() {
-    if (Date.now() - this.lastNotified < this.opts.intervalMs) return
+    const now = Date.now()
+    if (this.firehose.stats().consumers > 0) {
+      this.lastWatched = now
+      this.unwatchedSeq = undefined
+    } else {
+      // the log as the last subscriber left it (or as this process found it): later events went unread
+      this.unwatchedSeq ??= await this.firehose.maxSeq()
+      if (now - this.lastWatched >= this.opts.unwatchedMs && now - this.lastNotified >= this.opts.unwatchedMs) {
+        if ((await this.firehose.maxSeq()) > this.unwatchedSeq) return this.notifyAll()
+      }
+    }
+    if (now - this.lastNotified < this.opts.intervalMs) return
     const seq = await this.firehose.maxSeq()
     if (this.idleSeq === undefined) {
       this.idleSeq = seq
@@ -66,6 +85,7 @@ export class Crawlers {
   private notifyAll() {
     this.lastNotified = Date.now()
     this.idleSeq = undefined
+    this.unwatchedSeq = undefined
     for (const relay of this.relays) {
       const p = this.requestCrawl(relay).finally(() => this.inflight.delete(p))
       this.inflight.add(p)
