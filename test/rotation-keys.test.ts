@@ -8,6 +8,10 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { opCid, signOp, type SignedPlcOp } from '../src/identity/plc.js'
 import { runChecks } from '../src/ops/doctor.js'
+import { factorsOf } from '../src/account/factors/index.js'
+import { serverSignsFor } from '../src/identity/control.js'
+import { accountPage } from '../src/web/account/views/page.js'
+import { serverInfo } from '../src/web/layout.js'
 import { bearer, describe, newAgent, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startPlc, type Plc } from './network-services.js'
 
@@ -105,5 +109,32 @@ describe('user-held rotation keys', () => {
     expect(control.level).toBe('warn')
     expect(control.detail).toContain('rotkeyown.test')
     expect(control.detail).not.toContain(other.session!.handle)
+  })
+
+  it('the account page says this server no longer controls the DID', async () => {
+    const { db, config } = pds.services
+    expect(await serverSignsFor(db, config.plcUrl, serverKey.did(), did)).toBe(false)
+    const other = await newAgent(pds.url, 'rotkeypage')
+    expect(await serverSignsFor(db, config.plcUrl, serverKey.did(), other.session!.did)).toBe(true)
+    const render = async (didOutOfControl: boolean) =>
+      accountPage(
+        { server: serverInfo(config), csrf: 'x', flash: {} },
+        {
+          did,
+          handle: 'rotkeyown.test',
+          email: null,
+          emailConfirmed: false,
+          status: 'active',
+          apps: [],
+          appPasswords: [],
+          factors: await factorsOf(db, did),
+          passkeys: [],
+          handleDomains: ['.test'],
+          didOutOfControl,
+          pending: { confirm: false, deletion: false },
+        },
+      ).toString()
+    expect(await render(true)).toContain('This server no longer holds a rotation key of your DID')
+    expect(await render(false)).not.toContain('no longer holds a rotation key')
   })
 })
