@@ -566,7 +566,7 @@ d('the account page in headless Chromium', () => {
       await submit(page, 'button:has-text("Sign in")')
       expect(await text(page, '#notice')).toContain('We emailed you a sign-in code')
       await sink.waitFor(before + 1)
-      const mail = sink.received.slice(before).find((m) => m.body.to === a.email)
+      const mail = sink.received.slice(before).find((m) => m.body.to === a.email && m.body.subject === 'Your sign-in code')
       const code = (mail?.body.text as string).split('\n').find((l) => /^[A-Z2-7]{5}-[A-Z2-7]{5}$/.test(l))
       expect(code).toBeTruthy()
       await page.fill('#code', code!.toLowerCase())

@@ -10,7 +10,7 @@ export type MailSink = {
   mode: 'ok' | 'fail' | 'hang'
   /** waits (bounded) until at least `n` messages arrived */
   waitFor(n: number, ms?: number): Promise<Received[]>
-  /** the first line of the latest message to `to` that looks like a token */
+  /** the token line of the latest message to `to` that carries one (notices carry none) */
   tokenFor(to: string): string
   close(): Promise<void>
 }
@@ -38,10 +38,10 @@ export async function startMailSink(): Promise<MailSink> {
       return sink.received
     },
     tokenFor(to: string) {
-      const msg = [...sink.received].reverse().find((m) => (m.body.to ?? m.body.To) === to)
-      if (!msg) throw new Error(`no mail to ${to}`)
-      const text: string = msg.body.text ?? msg.body.TextBody
-      const line = text.split('\n').find((l) => /^[A-Z2-7]{32}$/.test(l))
+      const mine = sink.received.filter((m) => (m.body.to ?? m.body.To) === to)
+      if (!mine.length) throw new Error(`no mail to ${to}`)
+      const tokenIn = (m: Received) => ((m.body.text ?? m.body.TextBody) as string).split('\n').find((l) => /^[A-Z2-7]{32}$/.test(l))
+      const line = mine.map(tokenIn).findLast((l) => l !== undefined)
       if (!line) throw new Error(`no token in mail to ${to}`)
       return line
     },

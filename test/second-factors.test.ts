@@ -44,7 +44,7 @@ async function confirmedAccount() {
 
 /** the sign-in code in the latest mail to `to` */
 function signInCode(to: string): string {
-  const msg = [...sink.received].reverse().find((m) => m.body.to === to)
+  const msg = [...sink.received].reverse().find((m) => m.body.to === to && m.body.subject === 'Your sign-in code')
   const line = (msg?.body.text as string | undefined)?.split('\n').find((l) => /^[A-Z2-7]{5}-[A-Z2-7]{5}$/.test(l))
   if (!line) throw new Error(`no sign-in code mailed to ${to}`)
   return line
@@ -105,9 +105,9 @@ describe('second factors', () => {
       })
       expect((await agent.com.atproto.server.getSession()).data.emailAuthFactor).toBe(false)
       // the account page's switch holds to the same rule
-      expect(await setEmailAuthFactor(deps().db, agent.session!.did, true)).toBe(false)
+      expect(await setEmailAuthFactor(deps(), agent.session!.did, true)).toBe(false)
       const acct = await confirmedAccount()
-      expect(await setEmailAuthFactor(deps().db, acct.did, true)).toBe(true)
+      expect(await setEmailAuthFactor(deps(), acct.did, true)).toBe(true)
       expect((await acct.agent.com.atproto.server.getSession()).data.emailAuthFactor).toBe(true)
     })
 
@@ -372,7 +372,7 @@ describe('second factors', () => {
       expect(signedIn).toMatchObject({ ok: true, account: { did: acct.did, handle: acct.handle } })
       expect(await signInWithPasskey(deps(), auth.authenticate({ challenge: 'bm90LWlzc3VlZA' }))).toEqual({ ok: false, why: 'invalid' })
 
-      expect(await removePasskey(deps().db, acct.did, answer.id)).toBe(true)
+      expect(await removePasskey(deps(), acct.did, answer.id)).toBe(true)
       expect(await factorsOf(deps().db, acct.did)).toEqual({ emailCode: false, totp: false, passkeys: 0, recoveryCodesLeft: 0 })
       expect((await login(acct.handle)).data.did).toBe(acct.did)
       expect(await signInWithPasskey(deps(), auth.authenticate(await passkeyAuthenticationOptions(deps())))).toEqual({

@@ -8,6 +8,7 @@ import type { Store } from '../db/schema.js'
 import type { Db } from '../db/index.js'
 import type { AppPasswordClaim } from '../auth/session-tokens.js'
 import { endAppPasswordSessions } from '../auth/revocation.js'
+import { noticeCredentialChange, type NoticeDeps } from './notices.js'
 
 export const APP_PASSWORD_NAME = /^[a-zA-Z0-9._-]{4,32}$/
 // a-z without l and o, digits 2-9: 32 symbols, none easily mistaken for another
@@ -33,7 +34,9 @@ async function accountSalt(db: Store, did: string): Promise<string> {
   return row.app_password_salt!
 }
 
-export async function createAppPassword(db: Store, did: string, name: string, privileged: boolean) {
+/** a new app password (the owner is told); its plaintext is returned once and stored nowhere */
+export async function createAppPassword(deps: NoticeDeps, did: string, name: string, privileged: boolean) {
+  const { db } = deps
   if (!APP_PASSWORD_NAME.test(name)) {
     throw xrpcError('InvalidRequest', 'App password names are 4 to 32 characters of a-z A-Z 0-9 . _ -')
   }
@@ -49,6 +52,7 @@ export async function createAppPassword(db: Store, did: string, name: string, pr
     if (isUniqueViolation(err)) throw xrpcError('AppPasswordNameExists', 'An app password with this name already exists')
     throw err
   }
+  await noticeCredentialChange(deps, did, { kind: 'app-password', name, privileged }, new Date(createdAt))
   return { name, password, createdAt, privileged }
 }
 

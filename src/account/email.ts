@@ -5,6 +5,9 @@ import { isUniqueViolation } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { consumeEmailToken } from './email-tokens.js'
 import { checkEmail } from './handles.js'
+import { noticeCredentialChange, type CredentialChange, type NoticeDeps } from './notices.js'
+
+export type EmailDeps = NoticeDeps & { db: Db }
 
 const notAvailable = () => xrpcError('EmailNotAvailable', 'This email address is already in use')
 
@@ -22,18 +25,20 @@ export async function confirmEmail(db: Db, did: string, token: string): Promise<
  * for a token issued without one); the new address is unconfirmed and turns email sign-in codes
  * off, and one in use leaves the token in place. The same address again keeps its confirmation:
  * that is how `emailAuthFactor` is switched (on only for a confirmed address, which also means
- * only with a token from requestEmailUpdate).
+ * only with a token from requestEmailUpdate). The owner is told, at the address it had.
  */
 export async function changeEmail(
-  db: Db,
+  deps: EmailDeps,
   did: string,
   change: { token?: string; email: string; emailAuthFactor?: boolean },
 ): Promise<void> {
+  const { db } = deps
+  let notice: CredentialChange | undefined
   try {
     await db.transaction().execute(async (trx) => {
       const current = await trx
         .selectFrom('account')
-        .select(['email', 'email_confirmed_at'])
+        .select(['email', 'email_confirmed_at', 'email_auth_factor'])
         .where('did', '=', did)
         .executeTakeFirstOrThrow()
       let newEmail: string | undefined
@@ -51,6 +56,7 @@ export async function changeEmail(
           .set({ email_auth_factor: change.emailAuthFactor ? 1 : 0 })
           .where('did', '=', did)
           .execute()
+        if (!!current.email_auth_factor !== change.emailAuthFactor) notice = { kind: 'email-codes', on: change.emailAuthFactor }
         return
       }
       if (change.emailAuthFactor) throw needsConfirmed()
@@ -59,18 +65,22 @@ export async function changeEmail(
         .set({ email: newEmail, email_confirmed_at: null, email_auth_factor: 0 })
         .where('did', '=', did)
         .execute()
+      if (current.email) notice = { kind: 'email', from: current.email, to: newEmail, by: 'owner' }
     })
   } catch (err) {
     if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()
     throw err
   }
+  if (notice) await noticeCredentialChange(deps, did, notice)
 }
 
 const needsConfirmed = () =>
   xrpcError('InvalidRequest', 'Email sign-in codes need a confirmed email address: confirm the address first, then turn them on')
 
-/** the operator's change: the address counts as unconfirmed, and tokens sent to the old one are dropped */
-export async function setEmail(db: Db, did: string, email: string): Promise<void> {
+/** the operator's change: the address counts as unconfirmed, and tokens sent to the old one are dropped; the old one is told */
+export async function setEmail(deps: EmailDeps, did: string, email: string): Promise<void> {
+  const { db } = deps
+  const before = await db.selectFrom('account').select('email').where('did', '=', did).executeTakeFirst()
   const taken = await db.selectFrom('account').select('did').where('email', '=', email).executeTakeFirst()
   if (taken && taken.did !== did) throw notAvailable()
   try {
@@ -82,6 +92,8 @@ export async function setEmail(db: Db, did: string, email: string): Promise<void
     if (isUniqueViolation(err, 'account_email_uq')) throw notAvailable()
     throw err
   }
+  if (before?.email && before.email !== email)
+    await noticeCredentialChange(deps, did, { kind: 'email', from: before.email, to: email, by: 'operator' })
 }
 
 /**

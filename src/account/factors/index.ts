@@ -10,6 +10,7 @@ import { verifyPasskeyAuthentication, type AuthenticationResponseJSON } from './
 import { recoveryCodesLeft, useRecoveryCode } from './recovery.js'
 import { verifyTotp } from './totp.js'
 import { getAccount, type AccountRow } from '../store.js'
+import { noticeCredentialChange, type NoticeDeps } from '../notices.js'
 
 export { sendEmailCode, SIGN_IN_CODE_TTL_MS, type SendResult } from './email-code.js'
 export { beginTotp, confirmTotp, disableTotp, qrSvg, verifyTotp, type TotpSetup } from './totp.js'
@@ -125,13 +126,16 @@ const emailResult = (r: 'ok' | 'invalid' | 'expired'): SecondFactorResult =>
  * turns email sign-in codes on or off; on needs a confirmed address (false when there is none).
  * Changing the address turns them off (account/email.ts).
  */
-export async function setEmailAuthFactor(db: Store, did: string, on: boolean): Promise<boolean> {
-  let q = db
+export async function setEmailAuthFactor(deps: NoticeDeps, did: string, on: boolean): Promise<boolean> {
+  const before = await deps.db.selectFrom('account').select('email_auth_factor').where('did', '=', did).executeTakeFirst()
+  let q = deps.db
     .updateTable('account')
     .set({ email_auth_factor: on ? 1 : 0 })
     .where('did', '=', did)
   if (on) q = q.where('email', 'is not', null).where('email_confirmed_at', 'is not', null)
-  return (await q.executeTakeFirst()).numUpdatedRows === 1n
+  const changed = (await q.executeTakeFirst()).numUpdatedRows === 1n
+  if (changed && before && !!before.email_auth_factor !== on) await noticeCredentialChange(deps, did, { kind: 'email-codes', on })
+  return changed
 }
 
 /**

@@ -14,6 +14,7 @@ import type { Store } from '../../db/schema.js'
 import { isUniqueViolation } from '../../db/index.js'
 import { dropRecoveryCodesIfUnneeded, issueRecoveryCodes } from './recovery.js'
 import { userHandleOf } from './sealing.js'
+import { noticeCredentialChange, type NoticeDeps } from '../notices.js'
 
 export type { AuthenticationResponseJSON, RegistrationResponseJSON }
 export type PasskeyDeps = { db: Store; config: Pick<Config, 'secrets' | 'publicUrl' | 'hostname'> }
@@ -115,7 +116,7 @@ export type RegistrationResult = { ok: true; passkey: Passkey; recoveryCodes?: s
  * the account's first passkey or app also brings recovery codes, to show once
  */
 export async function verifyPasskeyRegistration(
-  deps: PasskeyDeps,
+  deps: PasskeyDeps & NoticeDeps,
   did: string,
   response: RegistrationResponseJSON,
   name?: string,
@@ -166,6 +167,7 @@ export async function verifyPasskeyRegistration(
     throw err
   }
   const recoveryCodes = hadStrongFactor ? undefined : await issueRecoveryCodes(db, config, did)
+  await noticeCredentialChange(deps, did, { kind: 'passkey', name: row.name, change: 'added' }, new Date(now))
   return { ok: true, passkey: viewOf(row), ...(recoveryCodes ? { recoveryCodes } : {}) }
 }
 
@@ -205,11 +207,13 @@ export async function renamePasskey(db: Store, did: string, id: string, name: st
   return res.numUpdatedRows === 1n
 }
 
-/** false when `did` has no passkey `id`; recovery codes go with the last passkey when no app is on */
-export async function removePasskey(db: Store, did: string, id: string): Promise<boolean> {
-  const res = await db.deleteFrom('passkey').where('did', '=', did).where('credential_id', '=', id).executeTakeFirst()
+/** false when `did` has no passkey `id`; recovery codes go with the last passkey when no app is on; the owner is told */
+export async function removePasskey(deps: NoticeDeps, did: string, id: string): Promise<boolean> {
+  const { db } = deps
+  const gone = await db.deleteFrom('passkey').where('did', '=', did).where('credential_id', '=', id).returning('name').executeTakeFirst()
   await dropRecoveryCodesIfUnneeded(db, did)
-  return res.numDeletedRows === 1n
+  if (gone) await noticeCredentialChange(deps, did, { kind: 'passkey', name: gone.name, change: 'removed' })
+  return !!gone
 }
 
 /**

@@ -6,6 +6,7 @@ import type { Config } from '../../config.js'
 import type { Store } from '../../db/schema.js'
 import { dropRecoveryCodesIfUnneeded, issueRecoveryCodes } from './recovery.js'
 import { seal, unseal } from './sealing.js'
+import { noticeCredentialChange, type NoticeDeps } from '../notices.js'
 
 const PERIOD = 30
 type Deps = { db: Store; config: Pick<Config, 'secrets' | 'hostname'> }
@@ -78,9 +79,15 @@ async function acceptStep(deps: Deps, did: string, code: string, pending: boolea
 }
 
 /** turns the pending app on when `code` is from it; the fresh recovery codes to show once (earlier ones stop working) */
-export async function confirmTotp(deps: Deps, did: string, code: string): Promise<{ ok: true; recoveryCodes: string[] } | { ok: false }> {
+export async function confirmTotp(
+  deps: Deps & NoticeDeps,
+  did: string,
+  code: string,
+): Promise<{ ok: true; recoveryCodes: string[] } | { ok: false }> {
   if (!(await acceptStep(deps, did, code.trim(), true))) return { ok: false }
-  return { ok: true, recoveryCodes: await issueRecoveryCodes(deps.db, deps.config, did) }
+  const recoveryCodes = await issueRecoveryCodes(deps.db, deps.config, did)
+  await noticeCredentialChange(deps, did, { kind: 'totp', change: 'added' })
+  return { ok: true, recoveryCodes }
 }
 
 /** a current code from the account's authenticator app (on, not pending), each step once */
@@ -88,8 +95,9 @@ export function verifyTotp(deps: Deps, did: string, code: string): Promise<boole
   return acceptStep(deps, did, code.replace(/\s/g, ''), false)
 }
 
-/** removes the app (pending or on); recovery codes go too when no passkey is left */
-export async function disableTotp(deps: { db: Store }, did: string): Promise<void> {
-  await deps.db.deleteFrom('totp').where('did', '=', did).execute()
+/** removes the app (pending or on; the owner is told when it was on); recovery codes go too when no passkey is left */
+export async function disableTotp(deps: NoticeDeps, did: string): Promise<void> {
+  const gone = await deps.db.deleteFrom('totp').where('did', '=', did).returning('confirmed_at').execute()
   await dropRecoveryCodesIfUnneeded(deps.db, did)
+  if (gone.some((r) => r.confirmed_at !== null)) await noticeCredentialChange(deps, did, { kind: 'totp', change: 'removed' })
 }

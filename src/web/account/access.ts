@@ -35,7 +35,7 @@ export function accessRows(kit: AccountKit): AccountRowDef[] {
       WHILE_DEACTIVATED,
     ),
     action('app-passwords/create', 'fresh-password', 'app-passwords', async ({ account, fields: f }) => {
-      const made = await createAppPassword(db, account.did, (f.name ?? '').trim(), f.privileged === 'on')
+      const made = await createAppPassword(deps, account.did, (f.name ?? '').trim(), f.privileged === 'on')
       return { appPassword: { name: made.name, password: made.password, privileged: made.privileged } }
     }),
     action(
@@ -76,7 +76,7 @@ export function accessRows(kit: AccountKit): AccountRowDef[] {
     ),
     action('email/change', 'fresh-password', 'email', async ({ account, fields: f }) => {
       if (!f.token?.trim()) return { error: 'Enter the code from the email.' }
-      await changeEmail(db, account.did, { token: f.token.trim(), email: '' })
+      await changeEmail(deps, account.did, { token: f.token.trim(), email: '' })
       return { notice: 'Your email address was changed. Confirm the new address to use it for sign-in codes.' }
     }),
 

@@ -45,7 +45,7 @@ export function securityRows(kit: AccountKit): AccountRowDef[] {
   return [
     action('factors/email', 'fresh-password', 'security', async (c) => {
       const on = c.fields.on === '1'
-      if (!(await setEmailAuthFactor(db, c.account.did, on))) return { error: 'Confirm your email address first.' }
+      if (!(await setEmailAuthFactor(deps, c.account.did, on))) return { error: 'Confirm your email address first.' }
       if (on) await addedHere(c)
       return { notice: on ? 'Email sign-in codes are on.' : 'Email sign-in codes are off.' }
     }),
@@ -93,7 +93,7 @@ export function securityRows(kit: AccountKit): AccountRowDef[] {
       return ok ? { notice: 'Passkey renamed.' } : { error: 'That passkey is gone.' }
     }),
     action('passkeys/remove', 'fresh-password', 'security', async ({ account, fields: f }) => {
-      const ok = await removePasskey(db, account.did, f.id ?? '')
+      const ok = await removePasskey(deps, account.did, f.id ?? '')
       return ok ? { notice: 'Passkey removed.' } : { error: 'That passkey is gone.' }
     }),
 

@@ -4,17 +4,18 @@
 // token: only while the current address is unconfirmed (the official flow). The new address is
 // unconfirmed (and email sign-in codes go off with the old one); one in use is EmailNotAvailable
 // and leaves the token in place. `emailAuthFactor` with the current address switches sign-in codes
-// (the official flow: requestEmailUpdate's token, then the same address with the flag).
+// (the official flow: requestEmailUpdate's token, then the same address with the flag). Either
+// change is mailed to the address the account had.
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
 import type { AuthFor } from '../../../../auth/verifier.js'
 import { xrpcError } from '../../../../errors.js'
 import { changeEmail } from '../../../../account/email.js'
 
-export default (api: Server, { db }: Pick<Services, 'db'>) =>
+export default (api: Server, deps: Pick<Services, 'db' | 'mailer' | 'config' | 'logger'>) =>
   api.com.atproto.server.updateEmail<AuthFor<'com.atproto.server.updateEmail'>>(async ({ auth, input }) => {
     const { did, email_confirmed_at } = auth.credentials.account
     const { token, email, emailAuthFactor } = input.body
     if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')
-    await changeEmail(db, did, { token, email, emailAuthFactor })
+    await changeEmail(deps, did, { token, email, emailAuthFactor })
   })
