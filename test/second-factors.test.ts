@@ -53,11 +53,26 @@ function signInCode(to: string): string {
 const login = (identifier: string, authFactorToken?: string, password = PASSWORD) =>
   new AtpAgent({ service: pds.url }).login({ identifier, password, ...(authFactorToken ? { authFactorToken } : {}) })
 
+/**
+ * runs a credential change and waits (bounded) for the owner's notice of it, sent in the
+ * background, so the mail counts that follow see only what they count
+ */
+async function noticed<T>(to: string, change: () => Promise<T>): Promise<T> {
+  const before = sink.received.length
+  const out = await change()
+  const until = Date.now() + 5000
+  const arrived = () => sink.received.slice(before).some((m) => m.body.to === to && /^Security notice/.test(m.body.subject))
+  while (!arrived() && Date.now() < until) await new Promise((r) => setTimeout(r, 20))
+  return out
+}
+
 /** the official switch: a token from requestEmailUpdate, then updateEmail with the same address */
 async function setEmailFactor(acct: Awaited<ReturnType<typeof confirmedAccount>>, on: boolean) {
   const { data } = await acct.agent.com.atproto.server.requestEmailUpdate()
   expect(data.tokenRequired).toBe(true)
-  await acct.agent.com.atproto.server.updateEmail({ email: acct.email, emailAuthFactor: on, token: sink.tokenFor(acct.email) })
+  await noticed(acct.email, () =>
+    acct.agent.com.atproto.server.updateEmail({ email: acct.email, emailAuthFactor: on, token: sink.tokenFor(acct.email) }),
+  )
 }
 
 const codeAt = (setup: TotpSetup, timestamp = Date.now()) => new TOTP({ secret: Secret.fromBase32(setup.secret) }).generate({ timestamp })
@@ -168,7 +183,7 @@ describe('second factors', () => {
     it('are skipped by app passwords, and gone once switched off', async () => {
       const acct = await confirmedAccount()
       await setEmailFactor(acct, true)
-      const { data } = await acct.agent.com.atproto.server.createAppPassword({ name: 'bot-one' })
+      const { data } = await noticed(acct.email, () => acct.agent.com.atproto.server.createAppPassword({ name: 'bot-one' }))
       const before = sink.received.length
       expect((await login(acct.handle, undefined, data.password)).data.did).toBe(acct.did)
       expect(sink.received.length).toBe(before)

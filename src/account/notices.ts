@@ -23,7 +23,6 @@ export type CredentialChange =
   | { kind: 'passkey'; name: string; change: 'added' | 'removed' }
   | { kind: 'app-password'; name: string; privileged: boolean }
   | { kind: 'totp'; change: 'added' | 'removed' }
-  | { kind: 'recovery-codes' }
   | { kind: 'email-codes'; on: boolean }
   /** sent to the address the account had before the change */
   | { kind: 'email'; from: string; to: string; by: 'owner' | 'operator' }
@@ -39,8 +38,6 @@ export function headline(c: CredentialChange): string {
       return 'app password created'
     case 'totp':
       return `authenticator app ${c.change === 'added' ? 'set up' : 'removed'}`
-    case 'recovery-codes':
-      return 'new recovery codes'
     case 'email-codes':
       return `email sign-in codes turned ${c.on ? 'on' : 'off'}`
     case 'email':
@@ -63,8 +60,6 @@ export function describeChange(c: CredentialChange): string {
       return `${c.privileged ? 'a privileged' : 'an'} app password named "${printable(c.name)}" was created for your account`
     case 'totp':
       return `an authenticator app was ${c.change === 'added' ? 'set up for' : 'removed from'} your account`
-    case 'recovery-codes':
-      return 'new recovery codes were made for your account (the old ones no longer work)'
     case 'email-codes':
       return `email sign-in codes were turned ${c.on ? 'on' : 'off'} for your account`
     case 'email':

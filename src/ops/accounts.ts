@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
-import { isUniqueViolation } from '../db/index.js'
+import { XRPCError } from '@atproto/xrpc-server'
 import { tokenKeys } from '../auth/session-tokens.js'
 import { createFreshAccount } from '../account/create.js'
 import { findAccount, type AccountRow } from '../account/store.js'
@@ -14,6 +14,7 @@ import { createInviteCodes, inviteCodeViews, invitedBy } from '../account/invite
 import { checkEmail, checkHandleFree, validateHandle } from '../account/handles.js'
 import { MAX_PASSWORD_LENGTH } from '../account/password.js'
 import { changePassword } from '../account/passwords.js'
+import { setEmail } from '../account/email.js'
 import { setHandle } from '../identity/amend.js'
 import { createMailer } from '../mail/index.js'
 import { resetPasswordMail } from '../mail/templates.js'
@@ -151,14 +152,13 @@ export const accountCommands: Record<string, Command> = {
       const input = p.positionals[1]
       if (!input) throw new UsageError('account update-email needs the new address')
       const email = checkEmail(input)
+      // as the admin method: unconfirmed, pending tokens (sent to the old address) dropped, the old address told
+      const mailer = createMailer(ctx.config.email, createLogger('silent'))
       try {
-        await ctx.db.transaction().execute(async (trx) => {
-          await trx.updateTable('account').set({ email, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', a.did).execute()
-          // pending tokens went to the old address
-          await trx.deleteFrom('email_token').where('did', '=', a.did).execute()
-        })
+        await setEmail({ db: ctx.db, config: ctx.config, mailer, awaitDelivery: true }, a.did, email)
       } catch (err) {
-        if (isUniqueViolation(err, 'account_email_uq')) throw new UsageError(`${email} belongs to another account`)
+        if (err instanceof XRPCError && err.customErrorName === 'EmailNotAvailable')
+          throw new UsageError(`${email} belongs to another account`)
         throw err
       }
       output(p.json, { did: a.did, email })
