@@ -33,7 +33,7 @@ async function confirmed() {
 describe('email-token flows through the http-json backend', () => {
   beforeAll(async () => {
     sink = await startMailSink()
-    pds = await startTestPds(sinkEnv(sink, { PDS_EMAIL_HTTP_TIMEOUT_MS: '300' }))
+    pds = await startTestPds(sinkEnv(sink, { PDS_EMAIL_HTTP_TIMEOUT_MS: '1500' }))
   })
   afterAll(async () => {
     await pds?.stop()
