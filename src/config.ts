@@ -17,6 +17,19 @@ const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' |
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max)
 const hex64 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters')
 const url = z.url({ protocol: /^https?$/ })
+/** 32 bytes as 64 hexadecimal characters or base64 (openssl rand -hex 32, or -base64 32) */
+const key256 = z.string().transform((s, ctx) => {
+  const bytes = /^[0-9a-fA-F]{64}$/.test(s)
+    ? Buffer.from(s, 'hex')
+    : /^[A-Za-z0-9+/_-]{43}=?$/.test(s)
+      ? Buffer.from(s, 'base64')
+      : undefined
+  if (bytes?.length !== 32) {
+    ctx.addIssue({ code: 'custom', message: 'must be 32 bytes: 64 hexadecimal characters or base64 (openssl rand -hex 32)' })
+    return z.NEVER
+  }
+  return bytes
+})
 const urlList = z
   .string()
   .transform((s) =>
@@ -163,6 +176,8 @@ const vars = {
   PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS: int(1, 3_600_000).default(20_000),
   PDS_BACKUP_S3_BUCKET: z.string().min(3).optional(),
+  PDS_BACKUP_ENCRYPTION_KEY: key256.optional(),
+  PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS: key256.optional(),
   PDS_BACKUP_S3_REGION: z.string().min(1).default('us-east-1'),
   PDS_BACKUP_S3_ENDPOINT: url.optional(),
   PDS_BACKUP_S3_FORCE_PATH_STYLE: bool.default(false),
@@ -259,6 +274,8 @@ export type Config = {
 export type Secrets = { jwtSecret: string; oauthSigningKey: string; plcRotationKey: string }
 
 const SECRETS = new Set([
+  'PDS_BACKUP_ENCRYPTION_KEY',
+  'PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS',
   'PDS_BACKUP_S3_SECRET_ACCESS_KEY',
   'PDS_JWT_SECRET',
   'PDS_OAUTH_SIGNING_KEY',
@@ -299,9 +316,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!v.PDS_BACKUP_S3_ACCESS_KEY_ID !== !v.PDS_BACKUP_S3_SECRET_ACCESS_KEY) {
     throw new ConfigError('PDS_BACKUP_S3_ACCESS_KEY_ID and PDS_BACKUP_S3_SECRET_ACCESS_KEY go together')
   }
+  // a backup holds every signing key and password hash: it leaves the machine encrypted or not at all
+  if (v.PDS_BACKUP_S3_BUCKET && !v.PDS_BACKUP_ENCRYPTION_KEY) {
+    throw new ConfigError('PDS_BACKUP_ENCRYPTION_KEY: required with PDS_BACKUP_S3_BUCKET, 32 bytes (openssl rand -hex 32)')
+  }
   if (!v.PDS_BACKUP_S3_BUCKET) {
     // a retention or schedule setting without a bucket would silently back up nothing
-    const stray = Object.keys(env).find((k) => /^PDS_BACKUP_(S3_|INTERVAL_HOURS$|KEEP$)/.test(k) && env[k])
+    const stray = Object.keys(env).find((k) => /^PDS_BACKUP_(S3_|INTERVAL_HOURS$|KEEP$|ENCRYPTION_KEY)/.test(k) && env[k])
     if (stray) throw new ConfigError(`${stray}: set PDS_BACKUP_S3_BUCKET too, or unset it`)
   }
   if (v.PDS_EMAIL_SMTP_URL) {
@@ -384,6 +405,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           prefix: v.PDS_BACKUP_S3_PREFIX,
           intervalHours: v.PDS_BACKUP_INTERVAL_HOURS,
           keep: v.PDS_BACKUP_KEEP,
+          encryptionKey: v.PDS_BACKUP_ENCRYPTION_KEY!,
+          previousKey: v.PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS,
           nameservers: v.PDS_DNS_NAMESERVERS,
         }
       : undefined,

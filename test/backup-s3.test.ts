@@ -2,7 +2,8 @@
 // the manifest last and keeps the newest PDS_BACKUP_KEEP complete ones; `pds restore --s3 latest`
 // makes a data directory a new server serves from (SQLite; on PostgreSQL the database is
 // pg_dump's job, so there the blobs and the manifest travel). Also `pds status` with S3 blobs.
-import { existsSync, readdirSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
@@ -40,13 +41,20 @@ async function bucket(name: string) {
   return name
 }
 
+const KEY_A = randomBytes(32).toString('hex')
+const KEY_B = randomBytes(32).toString('base64')
+
 const s3Env = (kind: 'BACKUP' | 'BLOBSTORE', bucketName: string) => ({
   [`PDS_${kind}_S3_BUCKET`]: bucketName,
   [`PDS_${kind}_S3_ENDPOINT`]: endpoint,
   [`PDS_${kind}_S3_FORCE_PATH_STYLE`]: 'true',
   [`PDS_${kind}_S3_ACCESS_KEY_ID`]: 'S3RVER',
   [`PDS_${kind}_S3_SECRET_ACCESS_KEY`]: 'S3RVER',
+  ...(kind === 'BACKUP' ? { PDS_BACKUP_ENCRYPTION_KEY: KEY_A } : {}),
 })
+
+const object = async (b: string, key: string) =>
+  Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: b, Key: key }))).Body!.transformToByteArray())
 
 async function keys(bucketName: string, prefix = '') {
   const out: string[] = []
@@ -112,6 +120,9 @@ describe('backups to S3', () => {
         await sleep(250)
       }
       expect(seen.size, 'three scheduled backups').toBeGreaterThanOrEqual(3)
+      const signingKey = (
+        await pds.services.db.selectFrom('signing_key').select('private_key_hex').where('did', '=', u.did).executeTakeFirstOrThrow()
+      ).private_key_hex
       await pds.close()
 
       // only the newest two complete backups are left; the unfinished upload is untouched
@@ -127,9 +138,19 @@ describe('backups to S3', () => {
       expect(logLines.join('')).not.toContain('S3RVER')
 
       const latest = left[1]
-      const manifest = JSON.parse(
-        await (await client.send(new GetObjectCommand({ Bucket: b, Key: `backups/${latest}/manifest.json` }))).Body!.transformToString(),
-      )
+      // what the bucket holds is sealed: no SQLite file, no signing key, no readable manifest
+      for (const key of await keys(b, `backups/${latest}/`)) {
+        const bytes = await object(b, key)
+        expect(bytes.subarray(0, 8).toString(), key).toBe('PDSBKUP1')
+        expect(bytes.includes('SQLite format 3'), key).toBe(false)
+        expect(bytes.includes(signingKey), key).toBe(false)
+        expect(bytes.includes(Buffer.from(signingKey, 'hex')), key).toBe(false)
+        expect(bytes.includes('"files"'), key).toBe(false)
+      }
+      const m = join(tempDir('pds-s3-manifest-'), 'b')
+      const fetched = await runCli({ ...pds.env, PDS_DATA_DIRECTORY: join(m, 'unused') }, 'restore', '--s3', latest, join(m, 'dl'))
+      expect(fetched.code, fetched.err).toBe(0)
+      const manifest = JSON.parse(readFileSync(join(m, 'dl', 'manifest.json'), 'utf8'))
       const paths = manifest.files.map((f: { path: string }) => f.path).sort()
       expect(paths).toContain(`blobs/${blob.ref.$link}`)
       if (dialect === 'sqlite') expect(paths).toContain('pds.sqlite')
@@ -179,6 +200,59 @@ describe('backups to S3', () => {
     }
   }, 60_000)
 
+  it('restores with the key that sealed it, or with it as the previous key after a rotation; another key or an altered object is refused', async () => {
+    const b = await bucket(`key-${dialect}-${Date.now().toString(36)}`)
+    const pds = await startTestPds(s3Env('BACKUP', b), { backups: { intervalMs: 3_600_000, checkMs: 3_600_000 } })
+    const root = tempDir('pds-s3-keys-')
+    try {
+      const u = await newAccount(pds.url, 'bkkey')
+      await uploadBlob(pds.url, u.accessJwt, new Uint8Array(700).fill(9))
+      const made = await runCli(pds.env, 'backup', '--s3', '--json')
+      expect(made.code, made.err).toBe(0)
+      const name = JSON.parse(made.out).key.split('/')[1]
+      const restore = (n: number, extra: Record<string, string>, ...args: string[]) =>
+        runCli({ ...pds.env, PDS_DATA_DIRECTORY: join(root, `data${n}`), ...extra }, 'restore', '--s3', name, ...args)
+
+      // another key: nothing restored, and the line says why
+      const wrong = await restore(1, { PDS_BACKUP_ENCRYPTION_KEY: KEY_B })
+      expect(wrong.code).toBe(1)
+      expect(wrong.err.trim()).toMatch(/^pds: backups\/.+ was encrypted with another key than PDS_BACKUP_ENCRYPTION_KEY$/)
+      expect(existsSync(join(root, 'data1'))).toBe(false)
+
+      // rotated: the new key seals from now on, the old one still opens what it sealed
+      const rotated = await restore(2, { PDS_BACKUP_ENCRYPTION_KEY: KEY_B, PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS: KEY_A }, join(root, 'dl2'))
+      expect(rotated.code, rotated.err).toBe(0)
+      const dl = join(root, 'dl2')
+      for (const e of ['.', ...(readdirSync(dl, { recursive: true }) as string[])]) {
+        const st = statSync(join(dl, e))
+        expect([e, (st.mode & 0o777).toString(8)]).toEqual([e, st.isDirectory() ? '700' : '600'])
+      }
+      expect(readdirSync(dl, { recursive: true }).some((e) => String(e).endsWith('.sealed'))).toBe(false)
+      const manifest = JSON.parse(readFileSync(join(dl, 'manifest.json'), 'utf8'))
+      for (const f of manifest.files) expect(existsSync(join(root, 'data2', f.path)), f.path).toBe(true)
+
+      // one byte of one object changed in the bucket
+      const victim = `backups/${name}/manifest.json`
+      const bytes = await object(b, victim)
+      bytes[bytes.length - 20] ^= 1
+      await client.send(new PutObjectCommand({ Bucket: b, Key: victim, Body: bytes }))
+      const altered = await restore(3, {})
+      expect([altered.code, altered.err.trim()]).toEqual([
+        1,
+        `pds: ${victim} failed authentication: it was altered or damaged after the backup; refusing to restore it`,
+      ])
+      expect(existsSync(join(root, 'data3'))).toBe(false)
+      // a plaintext object put in its place is refused too
+      writeFileSync(join(root, 'plain'), '{}')
+      await client.send(new PutObjectCommand({ Bucket: b, Key: victim, Body: readFileSync(join(root, 'plain')) }))
+      const plain = await restore(4, {})
+      expect([plain.code, plain.err.trim()]).toEqual([1, `pds: ${victim} is not an encrypted backup object; refusing to restore it`])
+    } finally {
+      await pds.stop()
+      rmSync(root, { recursive: true, force: true })
+    }
+  }, 60_000)
+
   it.skipIf(dialect !== 'postgres')(
     'on PostgreSQL one process at a time backs up',
     async () => {
@@ -212,6 +286,19 @@ describe('backups to S3', () => {
         [{ ...s3Env('BACKUP', 'some-bucket'), PDS_BACKUP_INTERVAL_HOURS: 'daily' }, 'config error: PDS_BACKUP_INTERVAL_HOURS: '],
         [{ ...s3Env('BACKUP', 'some-bucket'), PDS_BACKUP_S3_PREFIX: 'nightly' }, 'config error: PDS_BACKUP_S3_PREFIX: '],
         [{ PDS_BACKUP_KEEP: '3' }, 'config error: PDS_BACKUP_KEEP: set PDS_BACKUP_S3_BUCKET too, or unset it'],
+        // a backup leaves the machine encrypted or not at all
+        [
+          { ...s3Env('BACKUP', 'some-bucket'), PDS_BACKUP_ENCRYPTION_KEY: '' },
+          'config error: PDS_BACKUP_ENCRYPTION_KEY: required with PDS_BACKUP_S3_BUCKET, 32 bytes (openssl rand -hex 32)',
+        ],
+        [
+          { ...s3Env('BACKUP', 'some-bucket'), PDS_BACKUP_ENCRYPTION_KEY: 'abcd' },
+          'config error: PDS_BACKUP_ENCRYPTION_KEY: must be 32 bytes',
+        ],
+        [
+          { ...s3Env('BACKUP', 'some-bucket'), PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS: KEY_A.slice(2) },
+          'config error: PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS: must be 32 bytes',
+        ],
       ]
       for (const [extra, line] of cases) {
         const r = await runCli({ ...pds.env, ...extra }, 'status')

@@ -1,8 +1,9 @@
 // Backups in an S3 bucket: the same backup as `pds backup`, made in a temporary directory under the
 // data directory and uploaded under `<prefix><timestamp>/` with manifest.json last, so a backup
 // without a manifest is one whose upload did not finish. Only the newest N complete ones are kept.
-import { createReadStream, createWriteStream, existsSync, readdirSync } from 'node:fs'
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
+// Every object is sealed (backup-seal.ts) before it leaves the machine and opened on download.
+import { createWriteStream, existsSync, readdirSync } from 'node:fs'
+import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { type Readable } from 'node:stream'
@@ -12,7 +13,8 @@ import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
 import { tryExclusiveByName } from '../db/dialect.js'
 import type { Logger } from '../logger.js'
-import { backup, backupCommand, MANIFEST, restoreBackup, restoreCommand, type Manifest } from './backup.js'
+import { backup, backupCommand, MANIFEST, privateDir, restoreBackup, restoreCommand, type Manifest } from './backup.js'
+import { openSealed, SEAL_OVERHEAD, sealedStream } from './backup-seal.js'
 import { output, str, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 import { s3RequestHandler } from '../net/dns.js'
@@ -28,6 +30,10 @@ export type BackupS3Config = {
   prefix: string
   intervalHours: number
   keep: number
+  /** AES-256-GCM key every uploaded object is sealed with */
+  encryptionKey: Buffer
+  /** a former key, still accepted when restoring (key rotation) */
+  previousKey?: Buffer
   /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
   nameservers?: string[]
 }
@@ -119,13 +125,13 @@ export async function backupToS3(config: Config, db: Db, opts: { ifOlderThanMs?:
       const started = Date.now()
       const name = stamp(new Date(started))
       const parent = join(config.dataDir, 'backup-tmp')
-      await mkdir(parent, { recursive: true })
+      await privateDir(parent)
       const work = await mkdtemp(join(parent, `${name}-`))
       const dir = join(work, 'b')
       try {
         const manifest = await backup(config, db, dir)
-        for (const f of manifest.files) await put(s3, c, `${c.prefix}${name}/${f.path}`, join(dir, f.path), f.size)
-        await put(s3, c, `${c.prefix}${name}/${MANIFEST}`, join(dir, MANIFEST))
+        for (const f of manifest.files) await put(s3, c, `${c.prefix}${name}/`, f.path, join(dir, f.path), f.size)
+        await put(s3, c, `${c.prefix}${name}/`, MANIFEST, join(dir, MANIFEST))
         const removed = await prune(s3, c)
         const bytes = manifest.files.reduce((n, f) => n + f.size, 0)
         return { key: `${c.prefix}${name}/`, manifest, bytes, ms: Date.now() - started, removed }
@@ -138,9 +144,12 @@ export async function backupToS3(config: Config, db: Db, opts: { ifOlderThanMs?:
   }
 }
 
-async function put(s3: S3Client, c: BackupS3Config, key: string, file: string, size?: number) {
-  const length = size ?? (await stat(file)).size
-  await s3.send(new PutObjectCommand({ Bucket: c.bucket, Key: key, Body: createReadStream(file), ContentLength: length }))
+/** `file` sealed under the backup key, as `<base><path>` */
+async function put(s3: S3Client, c: BackupS3Config, base: string, path: string, file: string, size?: number) {
+  const length = (size ?? (await stat(file)).size) + SEAL_OVERHEAD
+  await s3.send(
+    new PutObjectCommand({ Bucket: c.bucket, Key: base + path, Body: sealedStream(file, path, c.encryptionKey), ContentLength: length }),
+  )
 }
 
 /** downloads backup `which` (a timestamp or `latest`, complete ones only) into `dir` */
@@ -159,14 +168,22 @@ export async function downloadFromS3(config: Config, which: string, dir: string)
       )
     }
     const base = `${c.prefix}${chosen.name}/`
+    const keys = [{ key: c.encryptionKey, name: 'PDS_BACKUP_ENCRYPTION_KEY' }]
+    if (c.previousKey) keys.push({ key: c.previousKey, name: 'PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS' })
     for (const key of chosen.keys) {
       const rel = key.slice(base.length)
       // a key is a file name inside dir, never a way out of it
       if (rel.split('/').some((part) => part === '..' || part === '')) throw new UsageError(`${key}: not a file of a backup`)
       const to = join(dir, rel)
-      await mkdir(dirname(to), { recursive: true })
+      await privateDir(dirname(to))
       const got = await s3.send(new GetObjectCommand({ Bucket: c.bucket, Key: key }))
-      await pipeline(got.Body as Readable, createWriteStream(to))
+      const sealed = `${to}.sealed`
+      try {
+        await pipeline(got.Body as Readable, createWriteStream(sealed, { mode: 0o600 }))
+        await openSealed(sealed, to, rel, key, keys)
+      } finally {
+        await rm(sealed, { force: true })
+      }
     }
     return chosen.name
   } finally {
