@@ -1,4 +1,7 @@
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { cliEnv } from '../src/config.js'
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,11 +24,11 @@ describe('deploy/ files', () => {
   it('hardens the unit: own user, read-only system, state in one directory', () => {
     const unit = readFileSync('deploy/pds.service', 'utf8')
     for (const line of [
-      'DynamicUser=yes',
+      'User=pds',
       'ProtectSystem=strict',
       'StateDirectory=pds',
       'NoNewPrivileges=yes',
-      'Environment=PDS_DATA_DIRECTORY=/var/lib/pds',
+      'EnvironmentFile=/etc/pds/pds.env',
     ]) {
       expect(unit).toContain(line)
     }
@@ -33,6 +36,60 @@ describe('deploy/ files', () => {
     const pinned = readFileSync('Makefile', 'utf8').match(/^NODE_VERSION := (.+)$/m)![1]
     expect(unit).toContain(`node-${pinned}/`)
     expect(readFileSync('deploy/Dockerfile', 'utf8')).toContain(`node-${pinned}/`)
+  })
+
+  it('keeps every setting in pds.env, where the CLI reads it too, and agrees with the unit', () => {
+    const unit = readFileSync('deploy/pds.service', 'utf8')
+    // the unit sets nothing of its own: a setting only there would be missing for `pds backup`
+    expect(unit).not.toMatch(/^Environment=/m)
+    const { env } = cliEnv('deploy/pds.env.example', {})
+    expect(env.PDS_DATA_DIRECTORY).toBe('/var/lib/' + unit.match(/^StateDirectory=(.+)$/m)![1])
+    expect(env.PDS_BIND).toBe('127.0.0.1')
+    expect(readFileSync('deploy/Caddyfile', 'utf8')).toContain(`127.0.0.1:${env.PDS_PORT}`)
+    // every variable the example names is one the server reads
+    const known = readFileSync('src/config.ts', 'utf8')
+    for (const name of Object.keys(env)) expect(known, name).toMatch(new RegExp(`${name}\\b|COLOR`))
+  })
+
+  it('runs compose with Caddy beside the PDS, the CLI inside and the data on a volume', () => {
+    const compose = readFileSync('deploy/compose.yaml', 'utf8')
+    expect(compose).toMatch(/^ {2}pds:$/m)
+    expect(compose).toMatch(/^ {2}caddy:$/m)
+    expect(compose).toContain('dockerfile: deploy/Dockerfile')
+    expect(compose).toContain('env_file: pds.env')
+    expect(compose).toContain('PDS_DATA_DIRECTORY: /data')
+    expect(compose).toContain('- pds-data:/data')
+    expect(compose).toContain('./Caddyfile:/etc/caddy/Caddyfile:ro')
+    expect(compose).toContain('PDS_UPSTREAM: pds:2583')
+    const docker = readFileSync('deploy/Dockerfile', 'utf8')
+    expect(docker).toContain('ln -s /app/bin/pds /usr/local/bin/pds')
+    expect(docker).toMatch(/ENV PATH=\/app\/\.tools\/node-[\d.]+\/bin:\$PATH/)
+    expect(docker).toContain('COPY --from=build /app/bin ./bin')
+  })
+
+  it('has a container health check that follows PDS_PORT', async () => {
+    const docker = readFileSync('deploy/Dockerfile', 'utf8')
+    const cmd = JSON.parse(docker.match(/^\s+CMD (\[.*\])$/m)![1]) as string[]
+    expect(cmd[0]).toMatch(/node$/)
+    const health = createServer((req, res) => res.writeHead(req.url === '/xrpc/_health' ? 200 : 404).end('{}'))
+    await new Promise<void>((r) => health.listen(0, '127.0.0.1', r))
+    const port = (health.address() as AddressInfo).port
+    const check = (env: Record<string, string>) =>
+      new Promise<number | null>((resolve) => {
+        const child = spawn(process.execPath, cmd.slice(1), { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'ignore' })
+        const t = setTimeout(() => child.kill('SIGKILL'), 10_000)
+        child.on('exit', (code) => {
+          clearTimeout(t)
+          resolve(code)
+        })
+      })
+    try {
+      expect(await check({ PDS_PORT: String(port) })).toBe(0)
+      // nothing listens on port 1
+      expect(await check({ PDS_PORT: '1' })).toBe(1)
+    } finally {
+      health.close()
+    }
   })
 
   it.skipIf(!has('caddy'))('has a Caddy example that caddy validates', () => {
