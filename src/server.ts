@@ -1,6 +1,7 @@
 // Wiring: store, services, routes, HTTP listener and graceful shutdown.
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer as createHttpServer, STATUS_CODES, type Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -48,6 +49,7 @@ import { createMetrics, type Metrics } from './metrics.js'
 import { OutboundGuard } from './net/guard.js'
 import { jsonBodies, type HttpLimits, HTTP_LIMITS } from './limits.js'
 import { lexicons } from './generated/server/lexicons.js'
+import { stage } from './startup-errors.js'
 
 export const version: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version
 
@@ -88,10 +90,14 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   // before anything reaches out: the PLC directory, relays, the AppView, the email API, S3
   const restoreDns = config.dnsNameservers.length ? await useNameserversForHttp(config.dnsNameservers) : undefined
   const metrics = await createMetrics(config.metrics)
-  const db = await openDb(config.db, {
-    onWalFsync: () => metrics.walFsyncs.inc(),
-    onCheckpointError: (err) => logger.error({ err }, 'WAL checkpoint worker failed: checkpoints run on commit from now on'),
-  })
+  // each step of the start under `stage`: a mistake there stops it with one line saying what to do
+  await stage('data', config, () => dataDirsWritable(config))
+  const db = await stage('database', config, () =>
+    openDb(config.db, {
+      onWalFsync: () => metrics.walFsyncs.inc(),
+      onCheckpointError: (err) => logger.error({ err }, 'WAL checkpoint worker failed: checkpoints run on commit from now on'),
+    }),
+  )
   const firehose = new Firehose(db, logger, {
     pollMs: 25,
     safetyPollMs: 1000,
@@ -128,7 +134,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     ? new (await import('ioredis')).Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
     : undefined
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
-  if (redis) await redisReady(redis, logger)
+  if (redis) await stage('redis', config, () => redisReady(redis))
   const rateLimits = new RateLimits(config, logger, redis, opts.rateLimits, {
     accountOf: async (identifier) => (await findAccount(db, identifier))?.did,
   })
@@ -141,8 +147,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
     metrics,
     oauth: await createOAuthServices(config, outbound),
-    mailer: countFailures(createMailer(config.email, logger), metrics),
-    blobstore: await openBlobStore(config),
+    mailer: countFailures(createMailer(config.email, logger, config.branding), metrics),
+    blobstore: await stage('blobstore', config, () => openBlobStore(config, { probe: true })),
     outbound,
     didResolver: new DidResolver(db, config.plcUrl, outbound),
     passwords: rateLimits,
@@ -179,7 +185,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(dpopNonceHeader(services.oauth.nonces))
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
-  app.use(skipForXrpc(webRoutes()))
+  app.use(skipForXrpc(webRoutes(config)))
   // the pages and the OAuth endpoints spend their budgets before any of their routes runs
   app.use(skipForXrpc(requestLimits(config, rateLimits)))
   app.use(skipForXrpc(oauthRoutes(services)))
@@ -216,11 +222,15 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   })
 
   const limits = { ...HTTP_LIMITS, ...opts.http }
-  const http = await listen(app, { xrpc: api.xrpc, admission: firehose.admission }, config.port, config.bind, limits)
+  const http = await stage('listen', config, () =>
+    listen(app, { xrpc: api.xrpc, admission: firehose.admission }, config.port, config.bind, limits),
+  )
   const port = (http.address() as AddressInfo).port
   const host = config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind
   const metricsHttp = config.metricsPort
-    ? await listen(express().get('/metrics', metricsRoute(metrics)), undefined, config.metricsPort, config.bind, limits)
+    ? await stage('listen', config, () =>
+        listen(express().get('/metrics', metricsRoute(metrics)), undefined, config.metricsPort!, config.bind, limits),
+      )
     : undefined
   logger.info({ port, publicUrl: config.publicUrl, db: config.db.kind }, 'pds listening')
 
@@ -305,10 +315,14 @@ async function shutdown(http: HttpServer, { db, logger, firehose, oauth, outboun
   logger.info('pds stopped')
 }
 
-// Start serving with Redis connected when it can be; a Redis that is down only degrades the rate
-// limits (they let requests through) until it comes back.
-async function redisReady(redis: Redis, logger: Logger) {
+// Start serving only with Redis connected: one that cannot be reached at start is a mistake in
+// PDS_REDIS_URL or a Redis not started yet, said in one line. Once running, a Redis that goes
+// away only degrades the rate limits (they let requests through) until it comes back.
+async function redisReady(redis: Redis) {
   if (redis.status === 'ready') return
+  let last: unknown
+  const onError = (err: unknown) => (last = err)
+  redis.on('error', onError)
   const ok = await new Promise<boolean>((resolve) => {
     const t = setTimeout(() => resolve(false), 5000)
     redis.once('ready', () => {
@@ -316,7 +330,22 @@ async function redisReady(redis: Redis, logger: Logger) {
       resolve(true)
     })
   })
-  if (!ok) logger.warn('redis not reachable at start; rate limits let requests through until it is')
+  redis.off('error', onError)
+  if (!ok) {
+    redis.disconnect()
+    throw last instanceof Error ? last : Object.assign(new Error('no answer within 5 s'), { code: 'ETIMEDOUT' })
+  }
+}
+
+// the data directory and the disk blob directory exist (created owner-only) and take a file
+function dataDirsWritable(config: Config) {
+  const dirs = [config.dataDir, ...(config.blobS3 ? [] : [config.blobDir])]
+  for (const dir of dirs) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const probe = join(dir, `.write-check-${process.pid}`)
+    writeFileSync(probe, '')
+    rmSync(probe)
+  }
 }
 
 // The HTTP listener with the request limits (slowloris timeouts, header size); upgrades go to
