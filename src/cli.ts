@@ -4,7 +4,7 @@
 // works whether or not the server is running (SQLite in WAL mode, or PostgreSQL).
 import { parseArgs } from 'node:util'
 import { XRPCError } from '@atproto/xrpc-server'
-import { ConfigError, loadConfig, migrateEnv } from './config.js'
+import { cliEnv, ConfigError, DEFAULT_ENV_FILE, loadConfig, migrateEnv } from './config.js'
 import { useNameserversForHttp } from './net/dns.js'
 import { MigrateError, runMigration } from './cli/migrate.js'
 import { ask } from './prompt.js'
@@ -15,6 +15,7 @@ import { requestCrawlCommand, statusCommand } from './ops/status.js'
 import { backupWithS3, restoreWithS3 } from './ops/backup-s3.js'
 import { doctorCommand } from './ops/doctor.js'
 import { blobsCommands } from './ops/blobs.js'
+import { describeStore, requireStore } from './ops/store.js'
 
 const groups: Record<string, Record<string, Command>> = { account: accountCommands, invite: inviteCommands, blobs: blobsCommands }
 const single: Record<string, Command> = {
@@ -37,17 +38,35 @@ const indent = (s: string) =>
     .map((l) => '  ' + l)
     .join('\n')
 const USAGE = [
-  'usage: pds <command> [options]   (every command takes --help and --json)',
+  'usage: pds [--env-file <file>] <command> [options]   (every command takes --help and --json)',
   '',
   ...Object.values(groups).flatMap((g) => Object.values(g).map((c) => indent(c.usage))),
   ...Object.values(single).map((c) => indent(c.usage)),
   indent(MIGRATE_USAGE),
   '',
-  "The environment is the server's (PDS_DATA_DIRECTORY, PDS_DB_POSTGRES_URL, ...); account, invite",
-  'and status work on the store directly, whether or not the server runs.',
+  "The settings are the server's: its environment file (--env-file <file>, else PDS_ENV_FILE, else",
+  `${DEFAULT_ENV_FILE} when it exists), with variables set in the environment over it. account, invite`,
+  'and status work on the store directly, whether or not the server runs; a command never creates',
+  'a store (the server does on its first start).',
 ].join('\n')
 
-async function main(argv: string[]): Promise<number> {
+/** `--env-file <file>` / `--env-file=<file>` anywhere before the command's own `--` */
+function takeEnvFile(argv: string[]): { envFile?: string; rest: string[] } {
+  const rest: string[] = []
+  let envFile: string | undefined
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '--env-file') {
+      envFile = argv[++i]
+      if (!envFile) throw new UsageError('--env-file needs a file')
+    } else if (a.startsWith('--env-file=')) envFile = a.slice('--env-file='.length)
+    else rest.push(a)
+  }
+  return { envFile, rest }
+}
+
+async function main(all: string[]): Promise<number> {
+  const { envFile, rest: argv } = takeEnvFile(all)
   const [command, ...rest] = argv
   if (!command || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE + '\n')
@@ -77,10 +96,19 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write('usage: pds ' + cmd.usage + '\n')
     return 0
   }
-  const config = cmd.noDb ? loadConfig(withoutSecretFile(process.env)) : loadConfig()
+  const { env, file } = cliEnv(envFile)
+  const first = loadConfig(withoutSecretFile(env))
   // the doctor's relay and PLC checks, S3 restores: resolved where the server resolves them
-  if (config.dnsNameservers.length) await useNameserversForHttp(config.dnsNameservers)
-  if (cmd.noDb) return cmd.run({ config }, parsed)
+  if (first.dnsNameservers.length) await useNameserversForHttp(first.dnsNameservers)
+  if (cmd.noDb) return cmd.run({ config: first }, parsed)
+  // before anything is written (loading the configuration may generate secrets): is there a store?
+  await requireStore(first.db, first.dataDir, file)
+  // an operator at a terminal sees which store a command works on (output stays clean for scripts;
+  // `pds status` names it too)
+  if (process.stderr.isTTY) {
+    process.stderr.write(`pds: store: ${describeStore(first.db, first.dataDir)}${file ? ` (settings from ${file})` : ''}\n`)
+  }
+  const config = loadConfig(env)
   const db = await openDb(config.db)
   try {
     return await cmd.run({ config, db }, parsed)

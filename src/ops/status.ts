@@ -6,6 +6,7 @@ import { request } from '../outbound.js'
 import { readCrawlLog, recordCrawl } from '../sequencer/crawl-log.js'
 import { storedBlobBytes } from '../repo/blobstore-gc.js'
 import { output, UsageError } from './args.js'
+import { describeStore } from './store.js'
 import type { Command } from './accounts.js'
 
 export const version: string = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version
@@ -49,6 +50,8 @@ export const statusCommand: Command = {
       version,
       publicUrl: config.publicUrl,
       database: config.db.kind,
+      store: describeStore(config.db, config.dataDir),
+      dataDirectory: config.dataDir,
       accounts: Object.fromEntries(byStatus.map((r) => [r.status, Number(r.n)])),
       repos: Number(repos?.n ?? 0),
       databaseBytes: dbBytes,
