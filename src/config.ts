@@ -1,8 +1,9 @@
 // The only reader of process.env. Every PDS_* variable is parsed and validated here; a bad
 // value stops the process with one line naming the variable.
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { parseEnv } from 'node:util'
 import { join, resolve } from 'node:path'
 import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod'
@@ -63,6 +64,27 @@ const list = (item: z.ZodType<string, string>) =>
         .filter(Boolean),
     )
     .pipe(z.array(item))
+
+// `#rgb` or `#rrggbb`: it goes into a stylesheet, so nothing else may pass
+const color = z.string().regex(/^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour such as #0b57b5')
+export const COLOR_NAMES = [
+  'primary',
+  'primaryContrast',
+  'error',
+  'errorContrast',
+  'warning',
+  'warningContrast',
+  'success',
+  'successContrast',
+  'light',
+  'dark',
+] as const
+export type ColorName = (typeof COLOR_NAMES)[number]
+const colorVar = (name: ColorName) =>
+  `PDS_${name.replace(/[A-Z]/g, (c) => '_' + c).toUpperCase()}_COLOR`.replace(/_CONTRAST_COLOR$/, '_COLOR_CONTRAST')
+function colorVars() {
+  return Object.fromEntries(COLOR_NAMES.map((n) => [colorVar(n), color.optional()])) as Record<string, z.ZodOptional<typeof color>>
+}
 
 const vars = {
   PDS_PORT: int(0, 65535).default(2583),
@@ -192,6 +214,16 @@ const vars = {
   PDS_PRIVACY_POLICY_URL: url.optional(),
   PDS_TERMS_OF_SERVICE_URL: url.optional(),
   PDS_CONTACT_EMAIL_ADDRESS: z.email().optional(),
+  // branding, under the reference PDS's names: every page and email shows them
+  PDS_SERVICE_NAME: z
+    .string()
+    .max(100, 'must be at most 100 characters')
+    .regex(/^[^<>\n\r]+$/, 'must be one line of text without < or >')
+    .optional(),
+  PDS_LOGO_URL: url.optional(),
+  PDS_HOME_URL: url.optional(),
+  PDS_SUPPORT_URL: url.optional(),
+  ...colorVars(),
   // read by runtimeEnv() before the rest; listed here so a bad value is reported like any other
   PDS_RUNTIME_TUNING: bool.default(true),
 } as const
@@ -267,8 +299,20 @@ export type Config = {
   firehoseConnectionsPerAddress: number
   blobUploadLimit: number
   links: { privacyPolicy?: string; termsOfService?: string; contactEmail?: string }
+  /** what pages and emails show about the service (name, logo, colours, links) */
+  branding: Branding
   /** warnings to log once the logger exists (generated secrets, console email) */
   warnings: string[]
+}
+
+export type Branding = {
+  name: string
+  logoUrl?: string
+  homeUrl?: string
+  supportUrl?: string
+  privacyPolicyUrl?: string
+  termsOfServiceUrl?: string
+  colors: Partial<Record<ColorName, string>>
 }
 
 export type Secrets = { jwtSecret: string; oauthSigningKey: string; plcRotationKey: string }
@@ -462,6 +506,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       termsOfService: v.PDS_TERMS_OF_SERVICE_URL,
       contactEmail: v.PDS_CONTACT_EMAIL_ADDRESS,
     },
+    branding: {
+      name: v.PDS_SERVICE_NAME?.trim() || new URL(publicUrl).host,
+      logoUrl: v.PDS_LOGO_URL,
+      homeUrl: v.PDS_HOME_URL,
+      supportUrl: v.PDS_SUPPORT_URL,
+      privacyPolicyUrl: v.PDS_PRIVACY_POLICY_URL,
+      termsOfServiceUrl: v.PDS_TERMS_OF_SERVICE_URL,
+      colors: Object.fromEntries(
+        COLOR_NAMES.flatMap((n) => {
+          const c = (v as Record<string, unknown>)[colorVar(n)]
+          return typeof c === 'string' ? [[n, c.toLowerCase()]] : []
+        }),
+      ),
+    },
     warnings,
   }
 }
@@ -509,9 +567,19 @@ function secretsWithFile(v: Vars, dataDir: string, warnings: string[]): Secrets 
     plcRotationKey: pick('plcRotationKey', 'PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX', k256Scalar),
   }
   if (generated.length) {
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-    writeFileSync(file, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 })
-    chmodSync(file, 0o600)
+    // whole or not at all: a file cut short by a full disk would stop every later start
+    const tmp = `${file}.${process.pid}.tmp`
+    try {
+      mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+      writeFileSync(tmp, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 })
+      chmodSync(tmp, 0o600)
+      renameSync(tmp, file)
+    } catch (err) {
+      rmSync(tmp, { force: true })
+      const e = err as NodeJS.ErrnoException
+      e.path ??= file
+      throw e
+    }
     warnings.push(`generated ${generated.join(', ')} into ${file}; set them in the environment for production`)
   }
   return secrets
@@ -550,6 +618,30 @@ export function runtimeEnv(env: NodeJS.ProcessEnv = process.env): RuntimeEnv {
     nodeOptions: env.NODE_OPTIONS ?? '',
     env,
   }
+}
+
+/** where the service's environment lives on a systemd install (deploy/pds.service) */
+export const DEFAULT_ENV_FILE = '/etc/pds/pds.env'
+
+/**
+ * The environment the operator CLI works with: the service's environment file (`--env-file`,
+ * else PDS_ENV_FILE, else /etc/pds/pds.env when it exists; PDS_ENV_FILE set but empty = none),
+ * with variables set in the CLI's own environment over it, as Docker's and dotenv's files work.
+ */
+export function cliEnv(envFile?: string, env: NodeJS.ProcessEnv = process.env): { env: NodeJS.ProcessEnv; file?: string } {
+  const chosen =
+    envFile ??
+    (env.PDS_ENV_FILE !== undefined ? env.PDS_ENV_FILE || undefined : existsSync(DEFAULT_ENV_FILE) ? DEFAULT_ENV_FILE : undefined)
+  if (!chosen) return { env }
+  let text: string
+  try {
+    text = readFileSync(chosen, 'utf8')
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? "permission denied (run as root or the service's user)" : code
+    throw new ConfigError(`environment file ${chosen}: ${why}`)
+  }
+  return { env: { ...parseEnv(text), ...env }, file: resolve(chosen) }
 }
 
 /** what `pds migrate` reads from the environment: the password (never an argument) and the PLC directory */

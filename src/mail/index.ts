@@ -7,15 +7,23 @@ import type { Config } from '../config.js'
 import type { Logger } from '../logger.js'
 import { xrpcError } from '../errors.js'
 import { buildRequest } from './providers.js'
+import { brandMail } from './brand.js'
 
-export type Mail = { to: string; subject: string; text: string; replyTo?: string }
+export type Mail = { to: string; subject: string; text: string; html?: string; replyTo?: string }
 export type Mailer = { send(mail: Mail): Promise<void> }
 
 export class MailDeliveryError extends Error {}
 
 const DIVIDER = '-'.repeat(60)
 
-export function createMailer(config: Config['email'], logger: Logger): Mailer {
+/** with `branding`, every message is signed with the service's name and links and gets an HTML part (brand.ts) */
+export function createMailer(config: Config['email'], logger: Logger, branding?: Config['branding']): Mailer {
+  const inner = plainMailer(config, logger)
+  if (!branding) return inner
+  return { send: (mail) => inner.send(brandMail(branding, mail)) }
+}
+
+function plainMailer(config: Config['email'], logger: Logger): Mailer {
   if (config.backend === 'console') {
     return {
       async send(mail) {

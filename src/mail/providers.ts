@@ -1,4 +1,5 @@
-// The request each email provider's HTTP API takes for one plain-text message.
+// The request each email provider's HTTP API takes for one message: its plain text, and its HTML
+// alternative when the message has one (the branded wrapper adds it).
 import type { Mail } from './index.js'
 import { signV4 } from './sigv4.js'
 
@@ -24,18 +25,24 @@ const json = (auth: Record<string, string>, body: unknown, url: string): Outgoin
 export function buildRequest(p: Provider, mail: Mail, now = new Date()): OutgoingRequest {
   const replyTo = mail.replyTo ?? p.from
   const bearer = { authorization: `Bearer ${p.token}` }
+  // only a message with an HTML part names one: a plain message keeps its exact request
+  const h = <T extends object>(field: T) => (mail.html !== undefined ? field : {})
   switch (p.flavor) {
     case 'generic':
-      return json(bearer, { from: p.from, to: mail.to, subject: mail.subject, text: mail.text, replyTo }, p.url)
+      return json(bearer, { from: p.from, to: mail.to, subject: mail.subject, text: mail.text, ...h({ html: mail.html }), replyTo }, p.url)
     case 'postmark':
       // Postmark reads its own header; the bearer is kept for relays that expect one
       return json(
         { ...bearer, 'x-postmark-server-token': p.token },
-        { From: p.from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ReplyTo: replyTo },
+        { From: p.from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ...h({ HtmlBody: mail.html }), ReplyTo: replyTo },
         p.url,
       )
     case 'resend':
-      return json(bearer, { from: p.from, to: [mail.to], subject: mail.subject, text: mail.text, reply_to: replyTo }, p.url)
+      return json(
+        bearer,
+        { from: p.from, to: [mail.to], subject: mail.subject, text: mail.text, ...h({ html: mail.html }), reply_to: replyTo },
+        p.url,
+      )
     case 'sendgrid':
       return json(
         bearer,
@@ -44,12 +51,16 @@ export function buildRequest(p: Provider, mail: Mail, now = new Date()): Outgoin
           from: { email: p.from },
           reply_to: { email: replyTo },
           subject: mail.subject,
-          content: [{ type: 'text/plain', value: mail.text }],
+          content: [
+            { type: 'text/plain', value: mail.text },
+            ...(mail.html !== undefined ? [{ type: 'text/html', value: mail.html }] : []),
+          ],
         },
         p.url,
       )
     case 'mailgun': {
       const form = new URLSearchParams({ from: p.from, to: mail.to, subject: mail.subject, text: mail.text, 'h:Reply-To': replyTo })
+      if (mail.html !== undefined) form.set('html', mail.html)
       return {
         url: p.url,
         headers: {
@@ -71,7 +82,10 @@ export function buildRequest(p: Provider, mail: Mail, now = new Date()): Outgoin
         Content: {
           Simple: {
             Subject: { Data: mail.subject, Charset: 'UTF-8' },
-            Body: { Text: { Data: mail.text, Charset: 'UTF-8' } },
+            Body: {
+              Text: { Data: mail.text, Charset: 'UTF-8' },
+              ...h({ Html: { Data: mail.html, Charset: 'UTF-8' } }),
+            },
           },
         },
       })

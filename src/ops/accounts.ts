@@ -180,7 +180,10 @@ export const accountCommands: Record<string, Command> = {
           output(p.json, { did: a.did, token })
           return 0
         }
-        await createMailer(ctx.config.email, createLogger('silent')).send({ to: a.email, ...resetPasswordMail(token, a.handle) })
+        await createMailer(ctx.config.email, createLogger('silent'), ctx.config.branding).send({
+          to: a.email,
+          ...resetPasswordMail(token, a.handle),
+        })
         output(p.json, { did: a.did, sentTo: a.email })
         return 0
       }

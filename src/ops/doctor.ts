@@ -185,7 +185,7 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
     add('email', 'ok', `${config.email.flavor} via ${new URL(config.email.url).host} (not tried; --send-test-email <address> sends one)`)
   } else {
     try {
-      await createMailer(config.email, createLogger('silent')).send({
+      await createMailer(config.email, createLogger('silent'), config.branding).send({
         to: opts.testEmail,
         subject: 'Test message from your PDS',
         text: `This message was sent by \`pds doctor\` on ${config.hostname} to check outgoing email.\n`,

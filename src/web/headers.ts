@@ -14,13 +14,16 @@ export type PageHeaderOptions = {
   retryAfterS?: number
 }
 
-export function contentSecurityPolicy(opts: { httpsImages?: boolean; scripts?: boolean } = {}): string {
+/** res.locals key: the origin of the operator's logo, which every page may show */
+export const LOGO_ORIGIN = 'pdsLogoOrigin'
+
+export function contentSecurityPolicy(opts: { httpsImages?: boolean; scripts?: boolean; logoOrigin?: string } = {}): string {
   // no form-action: browsers apply it to the redirect back to the app after a form post
   return [
     "default-src 'none'",
     ...(opts.scripts ? ["script-src 'self'", "connect-src 'self'"] : []),
     "style-src 'self'",
-    `img-src 'self'${opts.httpsImages ? ' https:' : ''}`,
+    `img-src 'self'${opts.httpsImages ? ' https:' : ''}${opts.logoOrigin ? ' ' + opts.logoOrigin : ''}`,
     "base-uri 'none'",
     "frame-ancestors 'none'",
   ].join('; ')
@@ -31,7 +34,8 @@ export function pageHeaders(res: Response, opts: PageHeaderOptions = {}): void {
   res.setHeader('X-Frame-Options', 'DENY')
   res.setHeader('X-Content-Type-Options', 'nosniff')
   res.setHeader('Referrer-Policy', 'same-origin')
-  res.setHeader('Content-Security-Policy', contentSecurityPolicy(opts))
+  const logoOrigin = res.locals?.[LOGO_ORIGIN] as string | undefined
+  res.setHeader('Content-Security-Policy', contentSecurityPolicy({ ...opts, logoOrigin }))
   if (opts.retryAfterS !== undefined) res.setHeader('Retry-After', String(opts.retryAfterS))
 }
 
