@@ -28,7 +28,7 @@ import { oauthRoutes } from './oauth/routes.js'
 import { dpopNonceHeader } from './oauth/dpop-nonce.js'
 import { useNameserversForHttp } from './net/dns.js'
 import { readSeqFloor, recordSeqFloor } from './sequencer/seq-floor.js'
-import { webRoutes } from './web/index.js'
+import { homeRoutes, webRoutes } from './web/index.js'
 import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
@@ -188,6 +188,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(webRoutes(config)))
   // the pages and the OAuth endpoints spend their budgets before any of their routes runs
   app.use(skipForXrpc(requestLimits(config, rateLimits)))
+  app.use(skipForXrpc(homeRoutes(config)))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(skipForXrpc(accountPages(services)))
   app.use(optionalBodies)

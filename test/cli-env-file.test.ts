@@ -51,7 +51,7 @@ async function schemaExists(schema: string) {
   }
 }
 
-describe('the CLI and the service environment file', () => {
+describe('the CLI and the service environment file', { timeout: 180_000 }, () => {
   let server: TestPds
   let handle: string
   let file: string

@@ -24,8 +24,8 @@ function start(env: Record<string, string>, opts: { uid?: number } = {}): Promis
     })
     let err = ''
     child.stderr.on('data', (c) => (err += c))
-    // a server that started after all would run forever: bounded
-    const timer = setTimeout(() => child.kill('SIGKILL'), 25_000)
+    // a server that started after all would run forever: bounded (generously: the machine may be busy)
+    const timer = setTimeout(() => child.kill('SIGKILL'), 100_000)
     child.on('exit', (code) => {
       clearTimeout(timer)
       resolve({ code, err })
@@ -53,7 +53,7 @@ const baseEnv = async (extra: Record<string, string> = {}) => {
   return { ...env, ...extra }
 }
 
-describe('mistakes at start: one line, exit 1', () => {
+describe('mistakes at start: one line, exit 1', { timeout: 120_000 }, () => {
   it('a port already in use', async () => {
     const taken = createServer()
     const port = await new Promise<number>((r) => taken.listen(0, '127.0.0.1', () => r((taken.address() as { port: number }).port)))

@@ -29,7 +29,10 @@ export function ruleOf(req: Request): RequestRule | undefined {
   return { budgets: PASSKEY_OPTIONS.test(path) ? ['pageForm', 'passkeyOptions'] : ['pageForm'], answer: 'page' }
 }
 
-export function requestLimits(config: Pick<Config, 'rateLimitsEnabled' | 'publicUrl' | 'links'>, guard: PasswordGuard): RequestHandler {
+export function requestLimits(
+  config: Pick<Config, 'rateLimitsEnabled' | 'publicUrl' | 'links' | 'branding'>,
+  guard: PasswordGuard,
+): RequestHandler {
   const server = serverInfo(config)
   // the sign-in form names its step in the body; parsed here as its route would parse it
   const form = express.urlencoded({ extended: false, limit: '64kb' })

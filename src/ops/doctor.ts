@@ -1,5 +1,7 @@
-// `pds doctor`: what operators most often get wrong, one line per check (ok, warn or fail), exit 1
-// when any check fails. It asks the server the way the network does: through its public URL.
+// `pds doctor`: what operators most often get wrong, one line per check (ok, warn or fail; a
+// failure says what to do), exit 1 when any check fails. It asks the server the way the network
+// does, through its public URL, and checks what it stands on by a round trip each (doctor-infra.ts).
+// The quick start's defaults (development mode, the local PLC log, no relays) pass.
 import { isIP } from 'node:net'
 import { request } from '../outbound.js'
 import { createMailer } from '../mail/index.js'
@@ -8,8 +10,8 @@ import { output } from './args.js'
 import type { Command, Ctx } from './accounts.js'
 import { freeBytes } from './status.js'
 import { accountsOutOfControl } from '../identity/control.js'
+import { checkBuckets, checkDatabase, checkDns, checkRedis, checkTls, type Level } from './doctor-infra.js'
 
-type Level = 'ok' | 'warn' | 'fail'
 type Check = { check: string; level: Level; detail: string }
 
 const GiB = 1024 ** 3
@@ -97,19 +99,39 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
   const add = (check: string, level: Level, detail: string) => out.push({ check, level, detail })
   const dates: { from: string; date: string; at: number }[] = []
 
+  await checkDatabase(config, db, add)
+  await checkRedis(config, add)
+  await checkBuckets(config, add)
+  await checkDns(config, add)
+
   try {
     const r = await get(`${config.publicUrl}/xrpc/_health`)
     if (r.status === 200) add('public-url', 'ok', `${config.publicUrl} answers (${r.text.trim()})`)
-    else add('public-url', 'fail', `${config.publicUrl}/xrpc/_health answered ${r.status}`)
+    else
+      add(
+        'public-url',
+        'fail',
+        `${config.publicUrl}/xrpc/_health answered ${r.status}: is the server running, and the reverse proxy forwarding to it?`,
+      )
   } catch (err) {
-    add('public-url', 'fail', `${config.publicUrl} unreachable: ${why(err)}`)
+    add(
+      'public-url',
+      'fail',
+      `${config.publicUrl} unreachable: ${why(err)}: start the server (systemctl start pds), check PDS_PUBLIC_URL, DNS and the reverse proxy`,
+    )
   }
+  await checkTls(config, add)
 
   try {
     const r = await get(`${config.publicUrl}/.well-known/did.json`)
     const id = r.status === 200 ? (JSON.parse(r.text) as { id?: string }).id : undefined
     if (id === config.serviceDid) add('did-document', 'ok', `/.well-known/did.json is ${id}`)
-    else add('did-document', 'fail', `/.well-known/did.json answered ${r.status}${id ? ` for ${id}, expected ${config.serviceDid}` : ''}`)
+    else
+      add(
+        'did-document',
+        'fail',
+        `/.well-known/did.json answered ${r.status}${id ? ` for ${id}, expected ${config.serviceDid}` : ''}: PDS_HOSTNAME and PDS_PUBLIC_URL must name this server`,
+      )
   } catch (err) {
     add('did-document', 'fail', `/.well-known/did.json: ${why(err)}`)
   }
@@ -134,19 +156,35 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
     try {
       const r = await get(url, direct ? {} : { host: account.handle })
       if (r.status === 200 && r.text.trim() === account.did) add('handle', 'ok', `${account.handle} answers ${account.did}`)
-      else add('handle', 'fail', `${url} answered ${r.status} ${r.text.trim().slice(0, 80)}, expected ${account.did}`)
+      else
+        add(
+          'handle',
+          'fail',
+          `${url} answered ${r.status} ${r.text.trim().slice(0, 80)}, expected ${account.did}: the handle's name must reach this server (wildcard DNS, reverse proxy)`,
+        )
     } catch (err) {
-      add('handle', 'fail', `${url}: ${why(err)}`)
+      add('handle', 'fail', `${url}: ${why(err)}: the handle's name must reach this server (wildcard DNS, reverse proxy)`)
     }
   }
 
-  const plc = config.plcUrl ?? 'https://plc.directory'
-  try {
-    const r = await get(`${plc}/_health`)
-    if (r.date) dates.push({ from: plc, date: r.date, at: Date.now() })
-    add('plc-directory', r.status < 500 ? 'ok' : 'fail', `${plc} answered ${r.status}`)
-  } catch (err) {
-    add('plc-directory', 'fail', `${plc} unreachable: ${why(err)}`)
+  const plc = config.plcUrl
+  if (!plc) {
+    // the server keeps DIDs in its own log: nothing to reach, and in development that is the point
+    if (config.devMode) add('plc-directory', 'ok', "development mode: DIDs live in this server's own log")
+    else
+      add(
+        'plc-directory',
+        'warn',
+        "DIDs live in this server's own log, which nobody else can resolve: set PDS_DID_PLC_URL=https://plc.directory",
+      )
+  } else {
+    try {
+      const r = await get(`${plc}/_health`)
+      if (r.date) dates.push({ from: plc, date: r.date, at: Date.now() })
+      add('plc-directory', r.status < 500 ? 'ok' : 'fail', `${plc} answered ${r.status}`)
+    } catch (err) {
+      add('plc-directory', 'fail', `${plc} unreachable: ${why(err)}: check PDS_DID_PLC_URL and the outgoing network`)
+    }
   }
 
   // people may take their DID over with their own rotation key: say whose this server can no longer change
@@ -166,21 +204,24 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
     add('plc-control', 'warn', `who controls the accounts' DIDs could not be checked: ${why(err)}`)
   }
 
-  if (!config.crawlers.length) add('relays', 'warn', 'PDS_CRAWLERS is empty: no relay learns about this server')
+  if (!config.crawlers.length) {
+    if (config.devMode) add('relays', 'ok', 'development mode: no relay is asked to crawl')
+    else add('relays', 'warn', 'PDS_CRAWLERS is empty: no relay learns about this server; set PDS_CRAWLERS=https://bsky.network')
+  }
   for (const relay of config.crawlers) {
     try {
       const r = await get(`${relay.replace(/\/+$/, '')}/xrpc/_health`)
       if (r.date) dates.push({ from: relay, date: r.date, at: Date.now() })
       add('relay', r.status < 500 ? 'ok' : 'fail', `${relay} answered ${r.status}`)
     } catch (err) {
-      add('relay', 'fail', `${relay} unreachable: ${why(err)}`)
+      add('relay', 'fail', `${relay} unreachable: ${why(err)}: check PDS_CRAWLERS and the outgoing network`)
       continue
     }
     await relayView(relay, config.hostname, db, add)
   }
 
   if (config.email.backend === 'console') {
-    add('email', 'warn', 'PDS_EMAIL_BACKEND is console: no email leaves this server')
+    add('email', 'warn', 'PDS_EMAIL_BACKEND is console: no email leaves this server; set PDS_EMAIL_BACKEND=http-json with a provider')
   } else if (!opts.testEmail) {
     add('email', 'ok', `${config.email.flavor} via ${new URL(config.email.url).host} (not tried; --send-test-email <address> sends one)`)
   } else {
@@ -192,7 +233,7 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
       })
       add('email', 'ok', `the provider accepted a test message to ${opts.testEmail}`)
     } catch (err) {
-      add('email', 'fail', why(err))
+      add('email', 'fail', `${why(err)}: check PDS_EMAIL_HTTP_URL, PDS_EMAIL_HTTP_TOKEN and PDS_EMAIL_FROM`)
     }
   }
 
@@ -200,16 +241,24 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
   if (free === undefined) add('disk', 'warn', `free space of ${config.dataDir} unknown`)
   else {
     const level: Level = free < 0.5 * GiB ? 'fail' : free < 5 * GiB ? 'warn' : 'ok'
-    add('disk', level, `${(free / GiB).toFixed(1)} GiB free under ${config.dataDir}`)
+    add(
+      'disk',
+      level,
+      `${(free / GiB).toFixed(1)} GiB free under ${config.dataDir}${level === 'ok' ? '' : ': free some space or grow the disk'}`,
+    )
   }
 
   const ref = dates[0]
-  if (!ref) add('clock', 'warn', 'no Date header to compare the clock with')
+  if (!ref) add('clock', config.devMode ? 'ok' : 'warn', 'no PLC directory or relay answered with a date to compare the clock with')
   else {
     // a Date header has whole seconds: up to a second of difference is rounding
     const skew = Math.round((ref.at - Date.parse(ref.date)) / 1000)
     const level: Level = Math.abs(skew) > 60 ? 'fail' : Math.abs(skew) > 5 ? 'warn' : 'ok'
-    add('clock', level, `${Math.abs(skew)} s ${skew >= 0 ? 'ahead of' : 'behind'} ${ref.from}`)
+    add(
+      'clock',
+      level,
+      `${Math.abs(skew)} s ${skew >= 0 ? 'ahead of' : 'behind'} ${ref.from}${level === 'ok' ? '' : ': run NTP (timedatectl set-ntp true)'}`,
+    )
   }
   return out
 }
@@ -217,7 +266,9 @@ export async function runChecks({ config, db }: Ctx, opts: { handle?: string; te
 export const doctorCommand: Command = {
   usage:
     'doctor [--handle <handle>] [--send-test-email <address>]\n' +
-    '    checks public URL, DID document, a handle, PLC directory, relays (and their view of this host), email, disk and clock',
+    '    checks the database, Redis, S3 buckets, DNS, the public URL and its TLS certificate, the DID\n' +
+    '    document, a handle, the PLC directory, relays (and their view of this host), email, disk and clock;\n' +
+    '    exit 1 when one fails',
   options: { handle: { type: 'string' }, 'send-test-email': { type: 'string' } },
   async run(ctx, p) {
     const handle = p.values.handle

@@ -21,7 +21,6 @@ export function webRoutes(config: Pick<Config, 'branding' | 'publicUrl' | 'links
       next()
     })
   }
-  r.get('/', (_req, res) => sendPage(res, homePage(config)))
   r.get(BRAND_STYLESHEET_PATH, (_req, res) => {
     res.setHeader('Cache-Control', 'public, max-age=3600')
     res.setHeader('X-Content-Type-Options', 'nosniff')
@@ -38,4 +37,9 @@ export function webRoutes(config: Pick<Config, 'branding' | 'publicUrl' | 'links
     res.type('text/javascript').send(PASSKEY_SCRIPT)
   })
   return r
+}
+
+/** GET /, mounted after the pages' rate limits like every other page */
+export function homeRoutes(config: Pick<Config, 'branding' | 'publicUrl' | 'links'>): Router {
+  return Router().get('/', (_req, res) => sendPage(res, homePage(config)))
 }
