@@ -19,6 +19,8 @@ const STATIC = /\.(js|css)$/
 
 /** the budgets `req` spends before it reaches its route, by method and path (as the router matches them) */
 export function ruleOf(req: Request): RequestRule | undefined {
+  // a CORS preflight is answered before any route, at no cost
+  if (req.method === 'OPTIONS') return undefined
   const path = req.path.toLowerCase().replace(/\/+$/, '') || '/'
   const view = req.method === 'GET' || req.method === 'HEAD'
   if (path === '/oauth/par') return view ? undefined : { budgets: ['oauthPar'], answer: 'oauth' }
