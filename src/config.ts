@@ -176,6 +176,17 @@ const vars = {
     .string()
     .refine((s) => s.split('%s').length === 4, 'must hold three %s (image kind, DID, CID)')
     .optional(),
+  PDS_MOD_SERVICE_URL: url.optional(),
+  PDS_MOD_SERVICE_DID: z
+    .string()
+    .refine((s) => isValidDid(s), 'must be a DID')
+    .optional(),
+  PDS_REPORT_SERVICE_URL: url.optional(),
+  PDS_REPORT_SERVICE_DID: z
+    .string()
+    .refine((s) => isValidDid(s), 'must be a DID')
+    .optional(),
+  PDS_SERVICE_AUTH_AUD_SERVICE_ID: bool.default(false),
   PDS_LEXICON_AUTHORITY_DID: z
     .string()
     .refine((s) => isValidDid(s), 'must be a DID')
@@ -284,6 +295,12 @@ export type Config = {
   trustProxy: string[]
   crawlers: string[]
   appView?: { url: string; did: string; cdnUrlPattern?: string }
+  /** the moderation service (Ozone): its tokens reach the moderator methods; reports go there */
+  modService?: { url: string; did: string }
+  /** where createReport goes without an atproto-proxy header (defaults to the moderation service) */
+  reportService?: { url: string; did: string }
+  /** outgoing proxy tokens name the service as `did#serviceId` in `aud` instead of the bare DID */
+  serviceAuthAudServiceId: boolean
   /** set: the DID that publishes every lexicon (permission sets), instead of each NSID's DNS authority */
   lexiconAuthorityDid?: string
   metrics: boolean
@@ -395,6 +412,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const missing = v.PDS_BSKY_APP_VIEW_URL ? 'PDS_BSKY_APP_VIEW_DID' : 'PDS_BSKY_APP_VIEW_URL'
     throw new ConfigError(`${missing}: PDS_BSKY_APP_VIEW_URL and PDS_BSKY_APP_VIEW_DID go together`)
   }
+  for (const kind of ['MOD', 'REPORT'] as const) {
+    const [u, d] = [`PDS_${kind}_SERVICE_URL`, `PDS_${kind}_SERVICE_DID`] as const
+    if (!!v[u] !== !!v[d]) throw new ConfigError(`${v[u] ? d : u}: ${u} and ${d} go together`)
+  }
 
   // PDS_INVITE_REQUIRED=true is the older spelling of PDS_ACCOUNT_CREATION=invite
   const accountCreation = v.PDS_ACCOUNT_CREATION ?? (v.PDS_INVITE_REQUIRED ? 'invite' : 'open')
@@ -492,6 +513,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           cdnUrlPattern: v.PDS_BSKY_APP_VIEW_CDN_URL_PATTERN,
         }
       : undefined,
+    modService: v.PDS_MOD_SERVICE_URL ? { url: v.PDS_MOD_SERVICE_URL.replace(/\/+$/, ''), did: v.PDS_MOD_SERVICE_DID! } : undefined,
+    reportService: v.PDS_REPORT_SERVICE_URL
+      ? { url: v.PDS_REPORT_SERVICE_URL.replace(/\/+$/, ''), did: v.PDS_REPORT_SERVICE_DID! }
+      : undefined,
+    serviceAuthAudServiceId: v.PDS_SERVICE_AUTH_AUD_SERVICE_ID,
     lexiconAuthorityDid: v.PDS_LEXICON_AUTHORITY_DID,
     metrics: v.PDS_METRICS || v.PDS_METRICS_PORT !== undefined,
     metricsPort: v.PDS_METRICS_PORT,

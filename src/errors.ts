@@ -32,6 +32,7 @@ const named = {
   RepoTakendown: 400,
   RepoSuspended: 400,
   DidDeactivated: 400,
+  UnknownFeed: 400,
   // authentication
   AuthMissing: 401,
   InvalidToken: 401,
@@ -41,6 +42,15 @@ const named = {
   AuthFactorTokenRequired: 401,
   // RFC 9449's name, which the official OAuth clients look for
   use_dpop_nonce: 401,
+  // service tokens, named as the reference PDS names them (the calling service logs them)
+  BadJwt: 401,
+  BadJwtType: 401,
+  JwtExpired: 401,
+  BadJwtAudience: 401,
+  BadJwtLexiconMethod: 401,
+  BadJwtIss: 401,
+  BadJwtSignature: 401,
+  UntrustedIss: 401,
   // status gate and scope
   AccountDeactivated: 403,
   AccountDeleted: 403,

@@ -129,7 +129,8 @@ const fakeJwt = fc
 /** an Authorization header (or none), weighted towards the ones that reach the handler */
 function authFor(nsid: string, acct: Account): fc.Arbitrary<Record<string, string>> {
   const check = registry[nsid]?.check
-  const real = check === 'admin' ? adminBasic : check === 'refresh' ? `Bearer ${acct.refreshJwt}` : `Bearer ${acct.accessJwt}`
+  const real =
+    check === 'admin' || check === 'moderator' ? adminBasic : check === 'refresh' ? `Bearer ${acct.refreshJwt}` : `Bearer ${acct.accessJwt}`
   const junkAuth = fc.oneof(
     ascii.map((s) => `Bearer ${s}`),
     fakeJwt.map((j) => `Bearer ${j}`),
@@ -154,7 +155,7 @@ function authFor(nsid: string, acct: Account): fc.Arbitrary<Record<string, strin
     {
       authorization: fc.oneof(
         { weight: 6, arbitrary: fc.constant(real) },
-        { weight: 1, arbitrary: fc.constant(check === 'admin' ? `Bearer ${acct.accessJwt}` : adminBasic) },
+        { weight: 1, arbitrary: fc.constant(check === 'admin' || check === 'moderator' ? `Bearer ${acct.accessJwt}` : adminBasic) },
         { weight: 4, arbitrary: junkAuth },
       ),
       dpop: fc.oneof(fakeJwt, ascii),
@@ -231,7 +232,8 @@ function callFor(nsid: string, acct: Account, pool: Pool): fc.Arbitrary<Call> {
 function cleanCall(nsid: string, acct: Account, lex: LexArbitraries): fc.Arbitrary<Call> {
   const def = loadLexicon(nsid).defs.main
   const check = registry[nsid]?.check
-  const authorization = check === 'admin' ? adminBasic : check === 'refresh' ? `Bearer ${acct.refreshJwt}` : `Bearer ${acct.accessJwt}`
+  const authorization =
+    check === 'admin' || check === 'moderator' ? adminBasic : check === 'refresh' ? `Bearer ${acct.refreshJwt}` : `Bearer ${acct.accessJwt}`
   const auth: Record<string, string> = check === 'none' ? {} : { authorization }
   const path = `/xrpc/${nsid}`
   if (def.type !== 'procedure') {
@@ -344,8 +346,8 @@ describe('fuzzing every served method from its lexicon', () => {
       // methods may well succeed on it
       const acct = await newAccount(pds.url, 'fz')
       const pool: Pool = {
-        dids: [acct.did, ...(registry[nsid]?.check === 'admin' ? [] : [reader.did])],
-        handles: [acct.handle, ...(registry[nsid]?.check === 'admin' ? [] : [reader.handle])],
+        dids: [acct.did, ...(['admin', 'moderator'].includes(registry[nsid]?.check ?? '') ? [] : [reader.did])],
+        handles: [acct.handle, ...(['admin', 'moderator'].includes(registry[nsid]?.check ?? '') ? [] : [reader.handle])],
         emails: [acct.email, 'nobody@example.com'],
         uris: [readerUri, `at://${acct.did}/app.bsky.feed.post/3aaaaaaaaaaaa`],
         cids: [readerCid],

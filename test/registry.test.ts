@@ -45,12 +45,12 @@ describe('auth registry', () => {
   it('names only valid method ids with a known check', () => {
     for (const [nsid, row] of Object.entries(registry)) {
       expect(() => ensureValidNsid(nsid)).not.toThrow()
-      expect(['none', 'access', 'optional', 'refresh', 'admin']).toContain(row.check)
+      expect(['none', 'access', 'optional', 'refresh', 'admin', 'moderator']).toContain(row.check)
     }
   })
 
   it('declares the permission each OAuth call needs, from its input', () => {
-    const call = { params: {}, appView: 'did:web:api.bsky.app#bsky_appview' }
+    const call = { params: {}, appView: 'did:web:api.bsky.app#bsky_appview', proxyTo: 'did:web:api.bsky.app#bsky_appview' }
     const needs = (
       nsid: string,
       input: { params?: Record<string, unknown>; contentType?: string; body?: Record<string, unknown> } = {},
@@ -79,6 +79,14 @@ describe('auth registry', () => {
     ])
     expect(needs('com.atproto.repo.uploadBlob', { contentType: 'image/png' })).toEqual(['blob:image/png'])
     expect(needs('com.atproto.identity.updateHandle')).toEqual(['identity:handle'])
+    // a custom feed's token goes on to its generator: an app needs both methods at the AppView
+    expect(needs('app.bsky.feed.getFeed')).toEqual([
+      'rpc:app.bsky.feed.getFeed?aud=did:web:api.bsky.app%23bsky_appview',
+      'rpc:app.bsky.feed.getFeedSkeleton?aud=did:web:api.bsky.app%23bsky_appview',
+    ])
+    expect(needs('app.bsky.notification.registerPush', { body: { serviceDid: 'did:web:push.example' } })).toEqual([
+      'rpc:app.bsky.notification.registerPush?aud=did:web:push.example%23bsky_notif',
+    ])
     expect(needs('com.atproto.identity.signPlcOperation')).toEqual(['identity:*'])
     expect(needs('com.atproto.server.deactivateAccount')).toEqual(['account:status?action=manage'])
     expect(needs('com.atproto.server.activateAccount')).toEqual(['account:status?action=manage'])
@@ -92,6 +100,13 @@ describe('auth registry', () => {
     for (const nsid of ['com.atproto.server.getSession', 'com.atproto.repo.getRecord', 'com.atproto.server.checkAccountStatus']) {
       expect([nsid, needs(nsid)]).toEqual([nsid, []])
     }
+  })
+
+  it('admits a taken-down account to createReport alone', () => {
+    const admitted = Object.entries(registry as Record<string, { statuses?: readonly string[] }>)
+      .filter(([, r]) => r.statuses?.includes('takendown'))
+      .map(([n]) => n)
+    expect(admitted).toEqual(['com.atproto.moderation.createReport'])
   })
 
   it('keeps the deactivated exceptions to checkAccountStatus, activateAccount and what migrating in needs', () => {

@@ -14,6 +14,7 @@ export type Check =
   | 'optional' // as access, but a missing header yields no account; a bad one still errors
   | 'refresh' // session refresh token (refreshSession, deleteSession only)
   | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
+  | 'moderator' // admin Basic, or a service token of the moderation service (PDS_MOD_SERVICE_DID)
 
 /** what a row's `permissions` sees of a call before its body is read */
 export type Call = {
@@ -22,13 +23,16 @@ export type Call = {
   contentType?: string
   /** the configured AppView as a service reference (`did#bsky_appview`) */
   appView: string
+  /** where the call is forwarded: the `atproto-proxy` header when sent, else the AppView's reference */
+  proxyTo: string
 }
 export type RateLimitName = 'login' | 'createAccount' | 'email' | 'resetPassword' | 'write' | 'upload' | 'handleCheck' | 'import'
 
 export type Row = {
   check: Check
-  /** statuses admitted past the gate; default ['active'] (takendown and deleted never pass) */
-  statuses?: Extract<AccountStatus, 'active' | 'deactivated'>[]
+  /** statuses admitted past the gate; default ['active'] (deleted never passes, takendown only
+   *  where a row names it) */
+  statuses?: Extract<AccountStatus, 'active' | 'deactivated' | 'takendown'>[]
   /** OAuth callers only (a password session holds every permission): what the call needs, checked
    *  with the token. Every OAuth grant holds `atproto`; a row without this needs nothing more */
   permissions?: readonly Need[] | ((call: Call) => readonly Need[])
@@ -44,7 +48,9 @@ export type Row = {
   rateLimit?: RateLimitName
   /** also accepts as Bearer the 60-minute migration token requestAccountMigrate hands out */
   migrationToken?: boolean
-  /** also accepts, as Bearer, a service-auth JWT another server minted for this method (lxm = its id) */
+  /** also accepts, as Bearer, a user's service-auth JWT minted for this method (lxm = its id): on
+   *  a `none` row anyone's (createAccount proves control of a DID with it), on an `access` row only
+   *  an account of this server's, through the same status gate (the video service uploads for it) */
   serviceAuth?: boolean
   /** with serviceAuth: also accepts admin Basic, the operator acting outside the sign-up rules */
   adminBasic?: boolean
@@ -149,8 +155,10 @@ export const registry = {
     writePoints: (body) => batchWritePoints(body.writes),
   },
   // `blob:` matched against the upload's declared media type
+  // the video service uploads with the user's service token for this method
   'com.atproto.repo.uploadBlob': {
     check: 'access',
+    serviceAuth: true,
     statuses: DEACTIVATED_OK,
     permissions: ({ contentType }) => [{ kind: 'blob', mime: contentType || 'application/octet-stream' }],
     rateLimit: 'upload',
@@ -215,12 +223,35 @@ export const registry = {
     permissions: appViewRpc('app.bsky.actor.putPreferences'),
   },
 
-  // administration (HTTP Basic)
-  'com.atproto.admin.updateSubjectStatus': { check: 'admin' },
-  'com.atproto.admin.getSubjectStatus': { check: 'admin' },
+  // forwarded to a service other than the AppView, chosen as the reference PDS chooses it
+  // a custom feed: the token goes to the feed's generator, so an app needs both methods
+  'app.bsky.feed.getFeed': {
+    check: 'access',
+    permissions: ({ proxyTo }) => [rpcNeed('app.bsky.feed.getFeed', proxyTo), rpcNeed('app.bsky.feed.getFeedSkeleton', proxyTo)],
+  },
+  // push registration goes to the notification service the body names (its `rpc:` audience is
+  // checked once the body is read)
+  'app.bsky.notification.registerPush': {
+    check: 'access',
+    bodyPermissions: (b) => [rpcNeed('app.bsky.notification.registerPush', `${String(b.serviceDid)}#bsky_notif`)],
+  },
+  'app.bsky.notification.unregisterPush': {
+    check: 'access',
+    bodyPermissions: (b) => [rpcNeed('app.bsky.notification.unregisterPush', `${String(b.serviceDid)}#bsky_notif`)],
+  },
+  // a taken-down account may still report (an appeal goes this way)
+  'com.atproto.moderation.createReport': {
+    check: 'access',
+    statuses: ['active', 'takendown'],
+    permissions: ({ proxyTo }) => [rpcNeed('com.atproto.moderation.createReport', proxyTo)],
+  },
+
+  // administration: HTTP Basic; the moderator methods also take the moderation service's token
+  'com.atproto.admin.updateSubjectStatus': { check: 'moderator' },
+  'com.atproto.admin.getSubjectStatus': { check: 'moderator' },
   'com.atproto.admin.getAccountInfo': { check: 'admin' },
-  'com.atproto.admin.getAccountInfos': { check: 'admin' },
-  'com.atproto.admin.sendEmail': { check: 'admin' },
+  'com.atproto.admin.getAccountInfos': { check: 'moderator' },
+  'com.atproto.admin.sendEmail': { check: 'moderator' },
   'com.atproto.admin.disableAccountInvites': { check: 'admin' },
   'com.atproto.admin.enableAccountInvites': { check: 'admin' },
   'com.atproto.admin.deleteAccount': { check: 'admin' },
@@ -279,7 +310,7 @@ function delegationNeedsPrivilege(lxm: unknown): boolean {
   // another server's createAccount with this DID is how the account moves away
   if (isChatMethod(id) || id === 'com.atproto.server.createaccount') return true
   const row = rowsByLowerId().get(id)
-  return !!row && (!!row.sessionOnly || !!row.privileged || row.check === 'admin')
+  return !!row && (!!row.sessionOnly || !!row.privileged || row.check === 'admin' || row.check === 'moderator')
 }
 
 let lowerIds: Map<string, Row> | undefined

@@ -1,6 +1,16 @@
-// Service-auth tokens signed for their audience: for another service, ES256K signed with
-// the account's repository key (verifiable from the DID document); for this server's own DID,
-// HS256 with PDS_JWT_SECRET. Claims iss, aud, lxm (when given), iat, exp, jti.
+// Service-auth tokens, both ways.
+// Outgoing: signed for their audience: for another service, ES256K with the account's repository
+// key (verifiable from the DID document); for this server's own DID, HS256 with PDS_JWT_SECRET.
+// Claims iss, aud, lxm (when given), iat, exp, jti.
+// Incoming: a token another party minted for one of our methods (a user's token on uploadBlob or
+// createAccount, the moderation service's on the moderator methods), checked as the network's
+// revised rules say: `aud` this server's DID, bare or as `did#atproto_pds`; `lxm` present and the
+// called method; unexpired; signed by the verification method the `kid` header names in the
+// issuer's DID document (by default `#atproto`, or `#atproto_label` for a `did#atproto_labeler`
+// issuer).
+import { timingSafeEqual, createHmac } from 'node:crypto'
+import { formatDidKey, multibaseToBytes, parseDidKey, verifySignature } from '@atproto/crypto'
+import { base64url } from 'jose'
 import { k256Keypair } from '../identity/k256.js'
 import { SignJWT } from 'jose'
 import type { Services } from '../context.js'
@@ -8,9 +18,12 @@ import { xrpcError } from '../errors.js'
 import { decodeParts, signEs256k, verifyEs256k } from '../oauth/es256k.js'
 import { plcData } from '../identity/directory.js'
 import { latestOp } from '../identity/plc.js'
+import type { DidResolver, ServiceDidDoc } from '../identity/did-resolver.js'
 import { newJti } from './session-tokens.js'
 
 export const SERVICE_AUTH_MAX_TTL_S = 60
+/** this server's service entry in its own DID document: a token may name it in `aud` */
+export const OWN_SERVICE_ID = 'atproto_pds'
 
 type Deps = Pick<Services, 'db' | 'tokenKeys'>
 
@@ -42,41 +55,160 @@ export async function mintServiceAuth(deps: Deps, req: { iss: string; aud: strin
   return signEs256k(keypair, { typ: 'JWT' }, claims)
 }
 
-export type ServiceCredentials = { type: 'service'; iss: string; aud: string; lxm: string }
-
-type VerifyDeps = Pick<Services, 'db' | 'config' | 'tokenKeys'>
-
-/**
- * A service-auth JWT another server minted for this one (the standard atproto migration:
- * createAccount with `did`): ES256K, `aud` this server's DID, `lxm` the called method, unexpired,
- * signed by the `atproto` key of the issuer's DID document (from the PLC directory when one is
- * configured, else the local operation log).
- */
-export async function verifyServiceAuth(deps: VerifyDeps, jwt: string, lxm: string): Promise<ServiceCredentials> {
-  const invalid = (why: string) => xrpcError('InvalidToken', `Service auth token: ${why}`)
-  const parts = decodeParts(jwt)
-  if (!parts) throw invalid('malformed')
-  const { header, payload } = parts
-  if (header.alg !== 'ES256K') throw invalid('alg must be ES256K')
-  const iss = typeof payload.iss === 'string' ? payload.iss.split('#')[0] : ''
-  if (!/^did:plc:[a-z2-7]{24}$/.test(iss)) throw invalid('iss must be a did:plc')
-  if (payload.aud !== deps.tokenKeys.serviceDid) throw invalid(`aud must be ${deps.tokenKeys.serviceDid}`)
-  if (payload.lxm !== lxm) throw invalid(`lxm must be ${lxm}`)
-  const now = Math.floor(Date.now() / 1000)
-  if (typeof payload.exp !== 'number' || payload.exp <= now) throw xrpcError('ExpiredToken', 'Service auth token has expired')
-  const key = await atprotoKeyOf(deps, iss)
-  if (!key) throw invalid(`the DID document of ${iss} has no atproto key`)
-  if (!(await verifyEs256k(jwt, key))) throw invalid('signature does not verify against the DID document')
-  return { type: 'service', iss, aud: payload.aud, lxm }
+/** the audience a proxied call's token names: the service's DID, or `did#serviceId` when the
+ *  operator turned PDS_SERVICE_AUTH_AUD_SERVICE_ID on (services that follow the revised rules) */
+export function proxyAudience(config: Pick<Services['config'], 'serviceAuthAudServiceId'>, did: string, serviceId: string): string {
+  return config.serviceAuthAudServiceId ? `${did}${serviceId.startsWith('#') ? '' : '#'}${serviceId}` : did
 }
 
-async function atprotoKeyOf(deps: VerifyDeps, did: string): Promise<string | undefined> {
-  if (deps.config.plcUrl) {
-    // the operation data names keys as did:key (documents of older directories use another encoding)
-    const data = await plcData(deps.config.plcUrl, did)
-    const key = data?.verificationMethods?.atproto
-    return typeof key === 'string' ? key : undefined
+/** a verified inbound service token: `iss` as sent (it may carry a fragment), `did` its DID part */
+export type ServiceCredentials = { type: 'service'; iss: string; did: string; aud: string; lxm: string }
+
+export type VerifyDeps = Pick<Services, 'db' | 'config' | 'tokenKeys'> & { didResolver?: DidResolver }
+
+/** JWT types that are never service tokens: OAuth access tokens, our refresh tokens, DPoP proofs */
+const NOT_SERVICE_TYP = new Set(['at+jwt', 'refresh+jwt', 'dpop+jwt'])
+
+/**
+ * Verifies a service token presented to method `lxm`. `issuers`: the only `iss` values accepted
+ * (the moderation service); without it, a bare DID (a user). Throws 401 with the reference
+ * PDS's error names, so the calling service can tell what it got wrong.
+ */
+export async function verifyServiceToken(
+  deps: VerifyDeps,
+  jwt: string,
+  lxm: string,
+  opts: { issuers?: readonly string[] } = {},
+): Promise<ServiceCredentials> {
+  const parts = decodeParts(jwt)
+  if (!parts || jwt.split('.').length !== 3) throw xrpcError('BadJwt', 'poorly formatted jwt')
+  const { header, payload } = parts
+  if (typeof header.typ === 'string' && NOT_SERVICE_TYP.has(header.typ.toLowerCase())) {
+    throw xrpcError('BadJwtType', `Invalid jwt type "${header.typ}"`)
   }
-  const latest = await latestOp(deps.db, did)
-  return latest?.op.verificationMethods.atproto
+  const { iss, aud, exp } = payload
+  if (typeof iss !== 'string' || typeof aud !== 'string' || typeof exp !== 'number') throw xrpcError('BadJwt', 'poorly formatted jwt')
+  if (exp <= Math.floor(Date.now() / 1000)) throw xrpcError('JwtExpired', 'jwt expired')
+  const own = deps.tokenKeys.serviceDid
+  if (aud !== own && aud !== `${own}#${OWN_SERVICE_ID}`) {
+    throw xrpcError('BadJwtAudience', 'jwt audience does not match service did')
+  }
+  // an XRPC call's token names its method: one minted for another method, or for none, is refused
+  if (payload.lxm !== lxm) {
+    throw xrpcError(
+      'BadJwtLexiconMethod',
+      payload.lxm === undefined
+        ? `missing jwt lexicon method ("lxm"). must match: ${lxm}`
+        : `bad jwt lexicon method ("lxm"). must match: ${lxm}`,
+    )
+  }
+  const hash = iss.indexOf('#')
+  const did = hash < 0 ? iss : iss.slice(0, hash)
+  if (!/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(did) || (hash >= 0 && !/^[a-zA-Z0-9._~-]+$/.test(iss.slice(hash + 1)))) {
+    throw xrpcError('BadJwtIss', 'jwt iss is not a valid did')
+  }
+  if (opts.issuers ? !opts.issuers.includes(iss) : hash >= 0) throw xrpcError('UntrustedIss', 'Untrusted issuer')
+
+  if (header.alg === 'HS256') {
+    // getServiceAuth's own tokens for this server: only this server could have signed them
+    if (!(await verifyOwnHs256(deps, jwt))) throw xrpcError('BadJwtSignature', 'jwt signature does not match jwt issuer')
+    return { type: 'service', iss, did, aud, lxm }
+  }
+  const methodId = keyIdOf(header.kid, did, iss)
+  let key = await verificationKey(deps, did, methodId, false)
+  let ok = key ? await checkSignature(jwt, header.alg, key) : false
+  if (!ok) {
+    // the issuer may have rotated its key since its document was cached
+    const fresh = await verificationKey(deps, did, methodId, true)
+    if (fresh && fresh !== key) ok = await checkSignature(jwt, header.alg, fresh)
+    key ??= fresh
+  }
+  if (!key) throw xrpcError('BadJwtSignature', `the DID document of ${did} has no #${methodId} key`)
+  if (!ok) throw xrpcError('BadJwtSignature', 'jwt signature does not match jwt issuer')
+  return { type: 'service', iss, did, aud, lxm }
+}
+
+/** the verification method's id (without `#`) the token is signed with */
+function keyIdOf(kid: unknown, did: string, iss: string): string {
+  if (kid !== undefined) {
+    if (typeof kid !== 'string') throw xrpcError('BadJwt', 'kid must be a string')
+    // `#id` or `<did>#id`, the issuer's own document only
+    const at = kid.indexOf('#')
+    if (at < 0 || (at > 0 && kid.slice(0, at) !== did) || !/^[a-zA-Z0-9._~-]+$/.test(kid.slice(at + 1))) {
+      throw xrpcError('BadJwt', "kid must name a verification method of the issuer's DID document")
+    }
+    return kid.slice(at + 1)
+  }
+  return iss.endsWith('#atproto_labeler') ? 'atproto_label' : 'atproto'
+}
+
+async function checkSignature(jwt: string, alg: unknown, didKey: string): Promise<boolean> {
+  let keyAlg: string
+  try {
+    keyAlg = parseDidKey(didKey).jwtAlg
+  } catch {
+    return false
+  }
+  if (alg !== keyAlg) return false
+  if (alg === 'ES256K') return verifyEs256k(jwt, didKey, { allowMalleable: true })
+  const [h, p, s] = jwt.split('.')
+  try {
+    return await verifySignature(didKey, new TextEncoder().encode(`${h}.${p}`), base64url.decode(s), { allowMalleableSig: true })
+  } catch {
+    return false
+  }
+}
+
+async function verifyOwnHs256(deps: VerifyDeps, jwt: string): Promise<boolean> {
+  const [h, p, s] = jwt.split('.')
+  const want = createHmac('sha256', deps.tokenKeys.secret).update(`${h}.${p}`).digest()
+  let given: Buffer
+  try {
+    given = Buffer.from(s, 'base64url')
+  } catch {
+    return false
+  }
+  return given.length === want.length && timingSafeEqual(given, want)
+}
+
+/**
+ * The did:key of verification method `#id` of `did` as the network sees it: for did:plc, the PLC
+ * directory's current data (or, without a directory, the local operation log); for did:web, its
+ * document (cached by the resolver for an hour; `fresh` fetches it again).
+ */
+async function verificationKey(deps: VerifyDeps, did: string, id: string, fresh: boolean): Promise<string | undefined> {
+  if (did.startsWith('did:plc:')) {
+    if (fresh) return undefined // nothing is cached for did:plc
+    if (deps.config.plcUrl) {
+      const key = (await plcData(deps.config.plcUrl, did))?.verificationMethods?.[id]
+      return typeof key === 'string' ? key : undefined
+    }
+    return (await latestOp(deps.db, did))?.op.verificationMethods[id]
+  }
+  if (!deps.didResolver) return undefined
+  const doc = await deps.didResolver.resolve(did, { fresh })
+  return doc ? methodKey(doc, id) : undefined
+}
+
+/** a document's verification method `#id` as a did:key */
+function methodKey(doc: ServiceDidDoc, id: string): string | undefined {
+  for (const m of doc.verificationMethod ?? []) {
+    const vm = m as { id?: unknown; type?: unknown; publicKeyMultibase?: unknown }
+    if (vm.id !== `#${id}` && vm.id !== `${doc.id}#${id}`) continue
+    if (typeof vm.publicKeyMultibase !== 'string') return undefined
+    try {
+      if (vm.type === 'Multikey') {
+        const didKey = `did:key:${vm.publicKeyMultibase}`
+        parseDidKey(didKey)
+        return didKey
+      }
+      // the older key types carry the raw compressed point
+      if (vm.type === 'EcdsaSecp256k1VerificationKey2019') return formatDidKey('ES256K', multibaseToBytes(vm.publicKeyMultibase))
+      if (vm.type === 'EcdsaSecp256r1VerificationKey2019') return formatDidKey('ES256', multibaseToBytes(vm.publicKeyMultibase))
+    } catch {
+      return undefined
+    }
+    return undefined
+  }
+  return undefined
 }

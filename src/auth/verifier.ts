@@ -11,10 +11,12 @@ import { missingMessage, missingPermission, permissionsOf } from './permissions.
 import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
 import { isRevoked } from './revocation.js'
 import { checkDpopProof, DpopBusy, DpopError, DpopNonceRequired, rememberDpopProof } from '../oauth/dpop.js'
+import { decodeParts } from '../oauth/es256k.js'
 import { ReplayStoreUnavailable } from '../oauth/replay.js'
 import { verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
-import { verifyServiceAuth, type ServiceCredentials } from './service-auth.js'
+import { verifyServiceToken, type ServiceCredentials } from './service-auth.js'
+import { defaultServiceRef } from '../proxy/targets.js'
 
 export type AccessCredentials = {
   type: 'access'
@@ -33,8 +35,20 @@ export type RefreshCredentials = {
   jti: string
   appPasswordName: string | null
 }
+/** an account of this server acting through a service token it minted for this method (the
+ *  video service uploading for the user) */
+export type UserServiceCredentials = { type: 'userService'; did: string; account: AccountWithHead }
+/** the moderation service (PDS_MOD_SERVICE_DID), by its service token */
+export type ModServiceCredentials = { type: 'modService'; iss: string }
 export type Credentials =
-  { type: 'none' } | { type: 'admin' } | AccessCredentials | RefreshCredentials | MigrationCredentials | ServiceCredentials
+  | { type: 'none' }
+  | { type: 'admin' }
+  | AccessCredentials
+  | RefreshCredentials
+  | MigrationCredentials
+  | ServiceCredentials
+  | UserServiceCredentials
+  | ModServiceCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
 /** what a handler's `auth` is, by the check its registry row names */
@@ -42,23 +56,36 @@ export type AccessAuth = AuthOutput<AccessCredentials>
 export type RefreshAuth = AuthOutput<RefreshCredentials>
 export type OptionalAuth = AuthOutput<AccessCredentials | { type: 'none' }>
 export type AdminAuth = AuthOutput<{ type: 'admin' }>
+/** the moderator methods: the admin, or the moderation service */
+export type ModeratorAuth = AuthOutput<{ type: 'admin' } | ModServiceCredentials>
+/** access rows with serviceAuth: a session or OAuth token, or the account's own service token */
+export type AccessOrServiceAuth = AuthOutput<AccessCredentials | UserServiceCredentials>
 /** public reads that also take requestAccountMigrate's migration token (registry column migrationToken) */
 export type MigrationAuth = AuthOutput<MigrationCredentials | { type: 'none' }>
 /** methods whose row has serviceAuth: anonymous, or another server's service-auth JWT */
 export type ServiceAuth = AuthOutput<ServiceCredentials | { type: 'none' } | { type: 'admin' }>
 export type NoneAuth = AuthOutput<{ type: 'none' }>
 
-type AuthByCheck = { none: NoneAuth; access: AccessAuth; optional: OptionalAuth; refresh: RefreshAuth; admin: AdminAuth }
+type AuthByCheck = {
+  none: NoneAuth
+  access: AccessAuth
+  optional: OptionalAuth
+  refresh: RefreshAuth
+  admin: AdminAuth
+  moderator: ModeratorAuth
+}
 /** a handler's `auth`, as its registry row decides: `AuthFor<'com.atproto.server.getSession'>` is
  *  AccessAuth because that row's check is 'access' */
 export type AuthFor<M extends MethodId> =
   RowOf<M> extends { migrationToken: true }
     ? MigrationAuth
-    : RowOf<M> extends { serviceAuth: true }
-      ? ServiceAuth
-      : AuthByCheck[RowOf<M>['check']]
+    : RowOf<M> extends { serviceAuth: true; check: 'access' }
+      ? AccessOrServiceAuth
+      : RowOf<M> extends { serviceAuth: true }
+        ? ServiceAuth
+        : AuthByCheck[RowOf<M>['check']]
 
-export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'passwords'>>
+export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'passwords' | 'didResolver'>>
 
 export function createVerifier(nsid: string, deps: VerifierDeps) {
   const row = rowFor(nsid)
@@ -75,7 +102,7 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
             return { credentials: { type: 'admin' } }
           }
           if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
-          return { credentials: await verifyServiceAuth(deps, token, nsid) }
+          return { credentials: await verifyServiceToken(deps, token, nsid) }
         }
       }
       if (!row.migrationToken) return none
@@ -90,10 +117,21 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
         await verifyAdmin(ctx, deps)
         return { credentials: { type: 'admin' } }
       }
+    case 'moderator':
+      return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
+        if (bearer(ctx.req.headers.authorization).scheme !== 'bearer') {
+          await verifyAdmin(ctx, deps)
+          return { credentials: { type: 'admin' } }
+        }
+        return { credentials: await modService(ctx, nsid, deps) }
+      }
     case 'access':
-      return (ctx: MethodAuthContext) => access(ctx, row, deps)
+      if (row.serviceAuth) {
+        return (ctx: MethodAuthContext) => (isServiceToken(ctx) ? userService(ctx, nsid, row, deps) : access(ctx, row, deps, nsid))
+      }
+      return (ctx: MethodAuthContext) => access(ctx, row, deps, nsid)
     case 'optional':
-      return (ctx: MethodAuthContext) => (ctx.req.headers.authorization ? access(ctx, row, deps) : none())
+      return (ctx: MethodAuthContext) => (ctx.req.headers.authorization ? access(ctx, row, deps, nsid) : none())
     case 'refresh':
       return (ctx: MethodAuthContext) => refresh(ctx, row, deps)
   }
@@ -121,6 +159,33 @@ export async function verifyAccessRequest(
   return out.credentials as AccessCredentials
 }
 
+/** a Bearer token naming a method (`lxm`) is a service token: session tokens never carry one */
+function isServiceToken(ctx: MethodAuthContext): boolean {
+  const header = ctx.req.headers.authorization
+  if (!header || !/^bearer /i.test(header)) return false
+  const payload = decodeParts(header.slice(7).trim())?.payload
+  return payload?.lxm !== undefined
+}
+
+// the account's own service token for this very method: its account goes through the row's gate
+async function userService(ctx: MethodAuthContext, nsid: string, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+  const creds = await verifyServiceToken(deps, bearer(ctx.req.headers.authorization).token, nsid)
+  const account = await getAccountWithHead(deps.db, creds.did)
+  if (!account) throw xrpcError('InvalidToken', 'The token names no account of this server')
+  const admitted: string[] = row.statuses ?? ['active']
+  if (!admitted.includes(account.status)) throw statusGateError(account.status)
+  return { credentials: { type: 'userService', did: account.did, account } }
+}
+
+// the moderation service: its DID, or its labeler identity (`did#atproto_labeler`)
+async function modService(ctx: MethodAuthContext, nsid: string, deps: VerifierDeps): Promise<ModServiceCredentials> {
+  const mod = deps.config.modService
+  if (!mod) throw xrpcError('UntrustedIss', 'No moderation service is configured on this server')
+  const { token } = bearer(ctx.req.headers.authorization)
+  const creds = await verifyServiceToken(deps, token, nsid, { issuers: [mod.did, `${mod.did}#atproto_labeler`] })
+  return { type: 'modService', iss: creds.iss }
+}
+
 function bearer(header: string | undefined): { scheme: string; token: string } {
   if (!header) throw xrpcError('AuthMissing', 'Authentication Required')
   const space = header.indexOf(' ')
@@ -130,9 +195,9 @@ function bearer(header: string | undefined): { scheme: string; token: string } {
   return { scheme, token }
 }
 
-async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps, nsid?: string): Promise<AuthOutput> {
   const { scheme, token } = bearer(ctx.req.headers.authorization)
-  if (scheme === 'dpop') return oauthAccess(ctx, token, row, deps)
+  if (scheme === 'dpop') return oauthAccess(ctx, token, row, deps, nsid)
   if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
   const claims = await verifySessionToken(deps.tokenKeys, token, 'access')
   const account = await liveAccount(deps, claims.sub, row)
@@ -146,7 +211,7 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps): Pro
 }
 
 // the OAuth access token, its DPoP proof, the status gate, the scope
-async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps: VerifierDeps): Promise<AuthOutput> {
+async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps: VerifierDeps, nsid?: string): Promise<AuthOutput> {
   const verified = await verifyOAuthToken(deps.oauth, token, 'access')
   if (!verified.ok) {
     // RFC 6750 §3: official clients refresh on this challenge and retry
@@ -203,7 +268,7 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
     throw xrpcError('InsufficientScope', 'This is not available to OAuth apps; sign in with the account password')
   }
   if (row.permissions) {
-    const needs = typeof row.permissions === 'function' ? row.permissions(callOf(ctx, deps)) : row.permissions
+    const needs = typeof row.permissions === 'function' ? row.permissions(callOf(ctx, deps, nsid)) : row.permissions
     const missing = missingPermission(claims.scope, needs)
     if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
   }
@@ -212,12 +277,14 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
   }
 }
 
-function callOf(ctx: MethodAuthContext, deps: VerifierDeps): Call {
+function callOf(ctx: MethodAuthContext, deps: VerifierDeps, nsid = ''): Call {
   const type = ctx.req.headers['content-type']
+  const proxy = ctx.req.headers['atproto-proxy']
   return {
     params: ctx.params,
     contentType: type ? type.split(';')[0].trim().toLowerCase() : undefined,
     appView: appViewRef(deps.config),
+    proxyTo: typeof proxy === 'string' ? proxy : (defaultServiceRef(nsid, deps.config) ?? appViewRef(deps.config)),
   }
 }
 

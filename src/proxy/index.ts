@@ -12,11 +12,12 @@ import { ensureValidNsid } from '@atproto/syntax'
 import { isUndiciTimeout, request } from '../outbound.js'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
-import { mintServiceAuth } from '../auth/service-auth.js'
+import { mintServiceAuth, proxyAudience } from '../auth/service-auth.js'
 import { verifyAccessRequest } from '../auth/verifier.js'
 import { rpcNeed } from '../auth/permissions.js'
-import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
+import type { DidResolver } from '../identity/did-resolver.js'
 import { isReadAfterWrite, readAfterWrite, type Upstream } from '../read-after-write/index.js'
+import { defaultTarget, inNamespace, proxyRef, resolveRef, serviceIdOf, type Target } from './targets.js'
 
 /** request headers a client may send on to the target */
 const REQ_HEADERS = [
@@ -45,13 +46,6 @@ export type ProxyDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth' |
   didResolver: DidResolver
 }
 
-/** `trusted`: configured by the operator, so not subject to the outbound guard; `ref`: the
- *  service as `did#id`, what an `rpc:` permission's audience names */
-type Target = { did: string; url: string; trusted: boolean; ref: string }
-
-// NSID authorities are case-insensitive: `CHAT.bsky.` is chat as much as `chat.bsky.` is
-const inNamespace = (nsid: string, prefix: string) => nsid.toLowerCase().startsWith(prefix)
-
 export function createProxy(deps: ProxyDeps) {
   const { config, logger } = deps
   return async (req: Request, res: Response, next: NextFunction) => {
@@ -61,7 +55,7 @@ export function createProxy(deps: ProxyDeps) {
         throw xrpcError('InvalidRequest', `Incorrect HTTP method (${req.method}): XRPC uses GET and POST`)
       }
       const header = req.headers['atproto-proxy']
-      const fallback = appViewDefault(nsid, deps)
+      const fallback = defaultTarget(nsid, config)
       if (header === undefined && !fallback) throw xrpcError('MethodNotImplemented', 'Method Not Implemented')
       // an OAuth app needs `rpc:<method>?aud=<did#service>` for the service the call goes to
       const aud = header !== undefined ? proxyRef(String(header)) : fallback!.ref
@@ -70,9 +64,13 @@ export function createProxy(deps: ProxyDeps) {
       if (inNamespace(nsid, 'chat.bsky.') && creds.appPassword && !creds.appPassword.privileged) {
         throw xrpcError('InsufficientScope', 'Chat needs a privileged app password or the main password')
       }
-      const target = header !== undefined ? await parseProxyHeader(String(header), deps.didResolver) : fallback!
+      const target = header !== undefined ? await resolveRef(String(header), deps.didResolver) : fallback!
       // the same service token getServiceAuth mints (ES256K, repository key), for the target's DID
-      const jwt = await mintServiceAuth(deps, { iss: creds.did, aud: target.did, lxm: nsid })
+      const jwt = await mintServiceAuth(deps, {
+        iss: creds.did,
+        aud: proxyAudience(config, target.did, serviceIdOf(target.ref)),
+        lxm: nsid,
+      })
       await forward(req, res, target, jwt, deps, { nsid, did: creds.did })
     } catch (err) {
       if (res.headersSent) {
@@ -92,13 +90,6 @@ export function createProxy(deps: ProxyDeps) {
       throw xrpcError('InvalidRequest', 'invalid xrpc path')
     }
     return path
-  }
-
-  function appViewDefault(nsid: string, { config }: ProxyDeps): Target | undefined {
-    if (!config.appView) return undefined
-    if (!inNamespace(nsid, 'app.bsky.') && !inNamespace(nsid, 'chat.bsky.')) return undefined
-    const service = inNamespace(nsid, 'chat.bsky.') ? '#bsky_chat' : '#bsky_appview'
-    return { did: config.appView.did, url: config.appView.url, trusted: true, ref: config.appView.did + service }
   }
 
   async function forward(req: Request, res: Response, target: Target, jwt: string, deps: ProxyDeps, call: { nsid: string; did: string }) {
@@ -151,27 +142,6 @@ export function createProxy(deps: ProxyDeps) {
       res.destroy()
     }
   }
-}
-
-// `<did>#<service id>`: exactly one #, nothing empty, no spaces (as the reference PDS parses it);
-// checked before the caller is, so a refusal can name the permission the value asks for
-function proxyRef(value: string): string {
-  const hash = value.indexOf('#')
-  if (hash <= 0 || hash === value.length - 1 || value.indexOf('#', hash + 1) !== -1 || /\s/.test(value)) {
-    throw xrpcError('InvalidRequest', 'atproto-proxy must be <did>#<service id>')
-  }
-  if (!/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(value.slice(0, hash))) throw xrpcError('InvalidRequest', 'atproto-proxy names no valid DID')
-  return value
-}
-
-async function parseProxyHeader(value: string, resolver: DidResolver): Promise<Target> {
-  const hash = proxyRef(value).indexOf('#')
-  const did = value.slice(0, hash)
-  const doc = await resolver.resolve(did)
-  if (!doc) throw xrpcError('InvalidRequest', `could not resolve proxy did ${did}`)
-  const url = serviceEndpoint(doc, value.slice(hash))
-  if (!url) throw xrpcError('InvalidRequest', 'could not resolve proxy did service url')
-  return { did, url, trusted: false, ref: value }
 }
 
 /** passes bytes through until `max`, then fails with `error()` */
