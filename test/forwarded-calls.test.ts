@@ -18,8 +18,12 @@ type Seen = { lxm: string; claims: { iss: string; aud: string; lxm?: string }; b
 /** the generator records the stand-in AppView serves through com.atproto.repo.getRecord */
 const appviewRecords = new Map<string, Record<string, unknown>>()
 
-/** the signing key of a user of `pds`, from its DID document */
-const userKey = async (iss: string) => `did:key:${(await didDocFor(pds.services.db, iss))!.verificationMethod[0].publicKeyMultibase}`
+let revised: TestPds | undefined
+/** the signing key of a user of `pds` (or of the second server), from its DID document */
+const userKey = async (iss: string) => {
+  const doc = (await didDocFor(pds.services.db, iss)) ?? (revised && (await didDocFor(revised.services.db, iss)))
+  return `did:key:${doc!.verificationMethod[0].publicKeyMultibase}`
+}
 
 async function readJson(req: IncomingMessage) {
   let text = ''
@@ -51,7 +55,9 @@ async function verifyingService(
       const jwt = (req.headers.authorization ?? '').replace(/^Bearer /, '')
       let claims
       try {
-        claims = await verifyJwt(jwt, opts.skipAud ? null : svc.did, opts.lxms ? null : lxm, userKey)
+        // the revised rules: the service's DID, bare or naming one of its services
+        claims = await verifyJwt(jwt, null, opts.lxms ? null : lxm, userKey)
+        if (!opts.skipAud && claims.aud !== svc.did && !claims.aud.startsWith(`${svc.did}#`)) throw new Error(`bad aud ${claims.aud}`)
         if (opts.lxms && !opts.lxms.includes(claims.lxm as string)) throw new Error(`bad lxm ${claims.lxm}`)
       } catch (err) {
         return send(res, 401, { error: 'AuthenticationRequired', message: String(err) })
@@ -107,7 +113,10 @@ describe('calls forwarded to the services of the network', () => {
         }
         send(res, 200, {})
       },
-      { skipAud: true, lxms: ['app.bsky.feed.getFeed', 'app.bsky.feed.getFeedSkeleton', 'app.bsky.notification.registerPush'] },
+      {
+        skipAud: true,
+        lxms: ['app.bsky.feed.getFeed', 'app.bsky.feed.getFeedSkeleton', 'app.bsky.notification.registerPush', 'app.bsky.feed.getTimeline'],
+      },
     )
     moderation = await verifyingService({ atproto_labeler: 'AtprotoLabeler' }, (s, res) => send(res, 200, reportOutput(s)))
     reports = await verifyingService({ atproto_labeler: 'AtprotoLabeler' }, (s, res) => send(res, 200, reportOutput(s)))
@@ -206,5 +215,27 @@ describe('calls forwarded to the services of the network', () => {
     expect(appview.seen.at(-1)).toMatchObject({ lxm: 'app.bsky.notification.registerPush', claims: { aud: appview.did } })
     // a DID without a notification service
     await expect(agent.app.bsky.notification.registerPush({ ...body, serviceDid: feedgen.did })).rejects.toMatchObject({ status: 400 })
+  })
+
+  it('PDS_SERVICE_AUTH_AUD_SERVICE_ID=true: outgoing tokens name the service as did#serviceId', async () => {
+    revised = await startTestPds({
+      PDS_BSKY_APP_VIEW_URL: appview.url,
+      PDS_BSKY_APP_VIEW_DID: appview.did,
+      PDS_MOD_SERVICE_URL: moderation.url,
+      PDS_MOD_SERVICE_DID: moderation.did,
+      PDS_SERVICE_AUTH_AUD_SERVICE_ID: 'true',
+    })
+    try {
+      const agent = new AtpAgent({ service: revised.url })
+      await agent.createAccount({ handle: 'revised.test', email: 'revised@example.com', password: PASSWORD })
+      await xrpc(revised.url, 'app.bsky.feed.getTimeline', { headers: { authorization: `Bearer ${agent.session!.accessJwt}` } })
+      expect(appview.seen.at(-1)!.claims).toMatchObject({ aud: `${appview.did}#bsky_appview`, lxm: 'app.bsky.feed.getTimeline' })
+      const subject = { $type: 'com.atproto.admin.defs#repoRef', did: 'did:plc:someoneelse00000000000000' }
+      await agent.com.atproto.moderation.createReport({ reasonType: 'com.atproto.moderation.defs#reasonSpam', subject })
+      expect(moderation.seen.at(-1)!.claims.aud).toBe(`${moderation.did}#atproto_labeler`)
+    } finally {
+      await revised.stop()
+      revised = undefined
+    }
   })
 })
