@@ -9,7 +9,7 @@ const MAX_RECORD_BYTES = 64 * 1024
 
 export async function feedGeneratorDid(deps: Pick<Services, 'config' | 'logger'>, feed: AtUri): Promise<string> {
   const appView = deps.config.appView
-  if (!appView) throw xrpcError('MethodNotImplemented', 'No AppView is configured on this server')
+  if (!appView) throw xrpcError('InvalidRequest', 'No service configured for app.bsky.feed.getFeed')
   const qs = new URLSearchParams({ repo: feed.hostname, collection: feed.collection, rkey: feed.rkey })
   let res
   try {

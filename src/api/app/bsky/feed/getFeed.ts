@@ -15,7 +15,7 @@ export default (api: Server, deps: Pick<Services, 'config' | 'db' | 'tokenKeys' 
   api.app.bsky.feed.getFeed<AuthFor<'app.bsky.feed.getFeed'>>(async ({ auth, params, req }) => {
     const nsid = 'app.bsky.feed.getFeed'
     const target = await targetOf(nsid, req.headers['atproto-proxy'], deps)
-    if (!target || !deps.config.appView) throw xrpcError('MethodNotImplemented', 'No AppView is configured on this server')
+    if (!target || !deps.config.appView) throw xrpcError('InvalidRequest', 'No service configured for app.bsky.feed.getFeed')
     const feedDid = await feedGeneratorDid(deps, new AtUri(params.feed))
     return forwardCall(deps, {
       target,

@@ -12,6 +12,6 @@ export default (api: Server, deps: Pick<Services, 'config' | 'db' | 'tokenKeys' 
   api.com.atproto.moderation.createReport<AuthFor<'com.atproto.moderation.createReport'>>(async ({ auth, input, req }) => {
     const nsid = 'com.atproto.moderation.createReport'
     const target = await targetOf(nsid, req.headers['atproto-proxy'], deps)
-    if (!target) throw xrpcError('MethodNotImplemented', 'No moderation service is configured on this server to take reports')
+    if (!target) throw xrpcError('InvalidRequest', 'No service configured for com.atproto.moderation.createReport')
     return forwardCall(deps, { target, nsid, iss: auth.credentials.did, body: input.body, headers: req.headers })
   })
