@@ -22,7 +22,7 @@ const feedgenSaw: { aud: string; lxm?: string; iss: string }[] = []
 
 /** a user's current #atproto key, from the PLC directory, as a feed generator looks it up */
 async function plcKey(did: string): Promise<string> {
-  const data = await (await fetch(`${net.plcUrl}/${did}/data`)).json()
+  const data = (await (await fetch(`${net.plcUrl}/${did}/data`)).json()) as { verificationMethods: Record<string, string> }
   return data.verificationMethods.atproto
 }
 
