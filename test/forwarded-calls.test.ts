@@ -181,7 +181,7 @@ describe('calls forwarded to the services of the network', () => {
     expect(moderation.seen.length).toBe(before)
   })
 
-  it('a taken-down account may still report, and nothing else', async () => {
+  it('a taken-down account may still sign in to report (allowTakendown), and do nothing else', async () => {
     const agent = await newAgent()
     const did = agent.session!.did
     const basic = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` }
@@ -190,17 +190,38 @@ describe('calls forwarded to the services of the network', () => {
       headers: basic,
     })
     expect(down.status).toBe(200)
-    const auth = { authorization: `Bearer ${agent.session!.accessJwt}` }
+    const refused = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
+    expect([refused.status, refused.body.error]).toEqual([401, 'AccountTakedown'])
+    const session = await xrpc(pds.url, 'com.atproto.server.createSession', {
+      body: { identifier: did, password: PASSWORD, allowTakendown: true },
+    })
+    expect(session.status, session.text).toBe(200)
+    expect(session.body).toMatchObject({ did, active: false, status: 'takendown' })
+    const auth = { authorization: `Bearer ${session.body.accessJwt}` }
     const report = await xrpc(pds.url, 'com.atproto.moderation.createReport', {
       body: { reasonType: 'com.atproto.moderation.defs#reasonAppeal', subject: { $type: 'com.atproto.admin.defs#repoRef', did } },
       headers: auth,
     })
     expect(report.status, report.text).toBe(200)
+    expect(moderation.seen.at(-1)!.claims).toMatchObject({ iss: did, lxm: 'com.atproto.moderation.createReport' })
     const post = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
       body: { repo: did, collection: 'app.bsky.feed.post', record: { text: 'x', createdAt: new Date().toISOString() } },
       headers: auth,
     })
-    expect([post.status, post.body.error]).toEqual([403, 'AccountTakedown'])
+    expect([post.status, post.body.error]).toEqual([401, 'InvalidToken'])
+    for (const nsid of ['com.atproto.server.getSession', 'app.bsky.feed.getTimeline']) {
+      expect((await xrpc(pds.url, nsid, { headers: auth })).status).toBe(401)
+    }
+    // an account in good standing gets an ordinary session with the flag
+    const other = await newAgent()
+    const ordinary = await xrpc(pds.url, 'com.atproto.server.createSession', {
+      body: { identifier: other.session!.did, password: PASSWORD, allowTakendown: true },
+    })
+    const write = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
+      body: { repo: other.session!.did, collection: 'app.bsky.feed.post', record: { text: 'y', createdAt: new Date().toISOString() } },
+      headers: { authorization: `Bearer ${ordinary.body.accessJwt}` },
+    })
+    expect(write.status).toBe(200)
   })
 
   it('registerPush and unregisterPush go to the service the body names, the token addressed to it', async () => {

@@ -25,10 +25,12 @@ export type LoginAttempt = {
    * method spends them through its registry row's rate limit before its handler runs)
    */
   budget?: LoginBudget
+  /** a taken-down account signs in too (createSession's allowTakendown) */
+  allowTakendown?: boolean
 }
 
 export type LoginResult =
-  | { ok: true; account: AccountRow; appPassword?: AppPasswordClaim }
+  | { ok: true; account: AccountRow; appPassword?: AppPasswordClaim; takendown?: true }
   /** unknown identifier, wrong password or deleted account: one answer for all three */
   | { ok: false; why: 'invalid' }
   | { ok: false; why: 'takendown' }
@@ -52,7 +54,10 @@ export async function login(db: Store, attempt: LoginAttempt): Promise<LoginResu
     ok = !!appPassword
   }
   if (!account || !ok || account.status === 'deleted') return { ok: false, why: 'invalid' }
-  if (account.status === 'takendown') return { ok: false, why: 'takendown' }
+  if (account.status === 'takendown') {
+    // a taken-down owner may still sign in to appeal, with a token only reporting accepts
+    return attempt.allowTakendown ? { ok: true, account, appPassword, takendown: true } : { ok: false, why: 'takendown' }
+  }
   return { ok: true, account, appPassword }
 }
 

@@ -11,6 +11,9 @@ export const ACCESS_TTL_S = 2 * 60 * 60
 export const REFRESH_TTL_S = 60 * 24 * 60 * 60
 export const ACCESS_SCOPE = 'com.atproto.access'
 export const REFRESH_SCOPE = 'com.atproto.refresh'
+/** a taken-down account's access token (createSession with allowTakendown): only the methods whose
+ *  row admits taken-down accounts accept it (reporting, to appeal) */
+export const TAKENDOWN_SCOPE = 'com.atproto.takendown'
 
 export type TokenKeys = {
   secret: Uint8Array
@@ -25,6 +28,8 @@ export type SessionClaims = {
   sub: string
   jti: string
   exp: number
+  /** ACCESS_SCOPE, REFRESH_SCOPE, or TAKENDOWN_SCOPE for a taken-down account's access token */
+  scope?: string
   /** set when the session came from an app password: access tokens are never looked up, so the
    *  token itself says whether the app password is privileged */
   app_password?: AppPasswordClaim
@@ -83,7 +88,7 @@ const normalizeTyp = (v: string) => {
 
 const invalid = () => xrpcError('InvalidToken', 'Token could not be verified')
 
-export async function mintPair(keys: TokenKeys, did: string, appPassword?: AppPasswordClaim, gen = 0) {
+export async function mintPair(keys: TokenKeys, did: string, appPassword?: AppPasswordClaim, gen = 0, opts: { takendown?: boolean } = {}) {
   const now = Math.floor(Date.now() / 1000)
   const extra = { ...(appPassword ? { app_password: appPassword } : {}), gen }
   const sign = (typ: string, scope: string, ttl: number, jti: string) =>
@@ -99,7 +104,7 @@ export async function mintPair(keys: TokenKeys, did: string, appPassword?: AppPa
     })
   const refreshJti = newJti()
   return {
-    accessJwt: sign('at+jwt', ACCESS_SCOPE, ACCESS_TTL_S, newJti()),
+    accessJwt: sign('at+jwt', opts.takendown ? TAKENDOWN_SCOPE : ACCESS_SCOPE, ACCESS_TTL_S, newJti()),
     refreshJwt: sign('refresh+jwt', REFRESH_SCOPE, REFRESH_TTL_S, refreshJti),
     refreshJti,
     refreshExpiresAt: new Date((now + REFRESH_TTL_S) * 1000).toISOString(),
@@ -155,7 +160,8 @@ function verifyUncached(keys: TokenKeys, token: string, kind: 'access' | 'refres
   if (!(aud === keys.serviceDid || (Array.isArray(aud) && aud.includes(keys.serviceDid)))) throw invalid()
   if (typeof payload.iat !== 'number') throw invalid()
   checkClock(payload)
-  if (payload.scope !== scope) throw xrpcError('InvalidToken', 'Bad token scope')
+  if (payload.scope !== scope && !(kind === 'access' && payload.scope === TAKENDOWN_SCOPE))
+    throw xrpcError('InvalidToken', 'Bad token scope')
   if (typeof payload.sub !== 'string' || !payload.sub.startsWith('did:')) {
     throw xrpcError('InvalidToken', 'Malformed token')
   }

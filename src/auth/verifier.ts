@@ -8,7 +8,7 @@ import { getAccountWithHead, getRefreshRecord, type AccountWithHead } from '../a
 import { statusGateError, xrpcError } from '../errors.js'
 import { rowFor, type Call, type MethodId, type Row, type RowOf } from './registry.js'
 import { missingMessage, missingPermission, permissionsOf } from './permissions.js'
-import { verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
+import { TAKENDOWN_SCOPE, verifySessionToken, type AppPasswordClaim } from './session-tokens.js'
 import { isRevoked } from './revocation.js'
 import { checkDpopProof, DpopBusy, DpopError, DpopNonceRequired, rememberDpopProof } from '../oauth/dpop.js'
 import { decodeParts } from '../oauth/es256k.js'
@@ -200,6 +200,8 @@ async function access(ctx: MethodAuthContext, row: Row, deps: VerifierDeps, nsid
   if (scheme === 'dpop') return oauthAccess(ctx, token, row, deps, nsid)
   if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
   const claims = await verifySessionToken(deps.tokenKeys, token, 'access')
+  // a taken-down account's session reaches only the rows that admit taken-down accounts
+  if (claims.scope === TAKENDOWN_SCOPE && !row.statuses?.includes('takendown')) throw xrpcError('InvalidToken', 'Bad token scope')
   const account = await liveAccount(deps, claims.sub, row)
   if (isRevoked(account, claims.gen, claims.app_password)) throw xrpcError('ExpiredToken', 'Token has been revoked')
   if (claims.app_password && !claims.app_password.privileged && isPrivileged(row, ctx.params)) {

@@ -6,7 +6,8 @@
 // Second factors (account/factors) apply to the main password only, as in the reference server:
 // without `authFactorToken` the answer is 401 AuthFactorTokenRequired (mailing a sign-in code when
 // email codes are on); with one, a wrong or used code is 400 InvalidToken, a late email code 400
-// ExpiredToken. Each code checked also spends the login budgets by DID and address.
+// ExpiredToken. Each code checked also spends the login budgets by DID and address. A taken-down
+// account is 401 AccountTakedown, unless `allowTakendown` asks for a session it can only report with.
 import type { Request } from 'express'
 import type { Server } from '../../../../generated/server/index.js'
 import type { Services } from '../../../../context.js'
@@ -22,8 +23,8 @@ type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'mailer' | 'passwords
 export default (api: Server, services: Deps) =>
   api.com.atproto.server.createSession<AuthFor<'com.atproto.server.createSession'>>(async ({ input, req }) => {
     const { db, config, tokenKeys } = services
-    const { identifier, password, authFactorToken } = input.body
-    const result = await login(db, { identifier, password, appPasswords: true })
+    const { identifier, password, authFactorToken, allowTakendown } = input.body
+    const result = await login(db, { identifier, password, appPasswords: true, allowTakendown })
     if (!result.ok) {
       if (result.why === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
       throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
@@ -31,7 +32,8 @@ export default (api: Server, services: Deps) =>
     const { account, appPassword } = result
     if (!appPassword) await secondFactor(services, account, authFactorToken, req)
 
-    const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen)
+    // a taken-down account's session (allowTakendown) reaches only what its row admits: reporting
+    const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen, { takendown: result.takendown })
     await storeRefreshRecord(db, {
       jti: tokens.refreshJti,
       did: account.did,
