@@ -2,7 +2,7 @@
 // the email API, S3): when set, every HTTP request this process makes resolves its host there,
 // not through the system's resolver. Requests to addresses a caller chose go through the
 // outbound guard, which resolves through the same servers and vets each address as well.
-import type { LookupAddress, LookupOptions } from 'node:dns'
+import { lookup as systemLookup, type LookupAddress, type LookupOptions } from 'node:dns'
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import { Resolver } from 'node:dns/promises'
@@ -19,8 +19,11 @@ export function nameserverResolver(nameservers: string[]): Resolver {
   return resolver
 }
 
-/** every A and AAAA address of `hostname` from `resolver`; address literals and localhost need none */
-export async function resolveAddresses(resolver: Resolver, hostname: string): Promise<Address[]> {
+/**
+ * every A and AAAA address of `hostname` from `resolver`, or the system's resolver without one;
+ * address literals and localhost need none
+ */
+export async function resolveAddresses(resolver: Resolver | undefined, hostname: string): Promise<Address[]> {
   const host = hostname.replace(/^\[|\]$/g, '')
   const family = isIP(host)
   if (family) return [{ address: host, family }]
@@ -30,6 +33,9 @@ export async function resolveAddresses(resolver: Resolver, hostname: string): Pr
       { address: '127.0.0.1', family: 4 },
       { address: '::1', family: 6 },
     ]
+  }
+  if (!resolver) {
+    return new Promise((resolve, reject) => systemLookup(host, { all: true }, (err, list) => (err ? reject(err) : resolve(list))))
   }
   const [v4, v6] = await Promise.all([
     resolver.resolve4(host).then(

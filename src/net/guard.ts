@@ -4,11 +4,11 @@
 // multicast, reserved or IPv4-mapped address refused, the socket dialled to the vetted address
 // itself (so DNS rebinding cannot slip past), and redirects never followed. Operator-configured
 // endpoints (PLC directory, AppView, relays, email API) do not come through here.
-import { lookup as systemLookup } from 'node:dns'
 import { Resolver } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
 import type * as Undici from 'undici'
 import { undici } from '../outbound.js'
+import { nameserverResolver, resolveAddresses, type Address } from './dns.js'
 
 /** every refusal and failure before a connection looks the same to the caller */
 export class OutboundRefused extends Error {
@@ -18,7 +18,6 @@ export class OutboundRefused extends Error {
   }
 }
 
-type Address = { address: string; family: number }
 type RequestOptions = Omit<NonNullable<Parameters<typeof Undici.request>[1]>, 'dispatcher' | 'maxRedirections'>
 
 export class OutboundGuard {
@@ -27,10 +26,7 @@ export class OutboundGuard {
   private txtResolver: Resolver | undefined
 
   constructor(private opts: { devMode: boolean; nameservers: string[] }) {
-    if (opts.nameservers.length) {
-      this.resolver = new Resolver({ timeout: 3000, tries: 2 })
-      this.resolver.setServers(opts.nameservers)
-    }
+    if (opts.nameservers.length) this.resolver = nameserverResolver(opts.nameservers)
   }
 
   /** development mode: plain http and private addresses are allowed */
@@ -87,32 +83,9 @@ export class OutboundGuard {
     )
   }
 
-  /** every address of `hostname`, from PDS_DNS_NAMESERVERS when set */
-  private async resolve(hostname: string): Promise<Address[]> {
-    const host = hostname.replace(/^\[|\]$/g, '')
-    const family = isIP(host)
-    if (family) return [{ address: host, family }]
-    // RFC 6761: these names are this machine and never go to DNS
-    if (/(^|\.)localhost\.?$/i.test(host))
-      return [
-        { address: '127.0.0.1', family: 4 },
-        { address: '::1', family: 6 },
-      ]
-    const resolver = this.resolver
-    if (!resolver) {
-      return new Promise((resolve, reject) => systemLookup(host, { all: true }, (err, list) => (err ? reject(err) : resolve(list))))
-    }
-    const [v4, v6] = await Promise.all([
-      resolver.resolve4(host).then(
-        (l) => l.map((address) => ({ address, family: 4 })),
-        () => [],
-      ),
-      resolver.resolve6(host).then(
-        (l) => l.map((address) => ({ address, family: 6 })),
-        () => [],
-      ),
-    ])
-    return [...v4, ...v6]
+  /** every address of `hostname`, from PDS_DNS_NAMESERVERS when set, else the system's resolver */
+  private resolve(hostname: string): Promise<Address[]> {
+    return resolveAddresses(this.resolver, hostname)
   }
 }
 
