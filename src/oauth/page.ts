@@ -7,6 +7,7 @@ import { CSRF_FIELD } from '../web/csrf.js'
 import type { DeviceAccount } from '../web/devices.js'
 import type { ConsentWords } from './consent-words.js'
 import { PASSKEY_SCRIPT_PATH } from '../web/passkey-script.js'
+import { credentialFields, initials } from '../web/sign-in/fields.js'
 
 /** what the pages show of the app asking */
 export type ClientView = {
@@ -31,14 +32,6 @@ export type Flow = {
   error?: string
   notice?: string
 }
-
-const initials = (handle: string) =>
-  handle
-    .split('.')
-    .filter(Boolean)
-    .slice(0, 2)
-    .map((p) => p[0].toUpperCase())
-    .join('')
 
 const field = (name: string, value: string) => html`<input type="hidden" name="${name}" value="${value}" />`
 
@@ -104,20 +97,7 @@ export function loginPage(f: Flow, p: { handle?: string; remember: boolean; hasA
     body: html`<h1>Sign in to continue to <span id="client-name">${f.client.name}</span></h1>
       ${clientLine(f)}${messages(f)}
       <form method="post" action="${f.action}">
-        ${hidden(f, 'login')}
-        <label for="handle">Handle or email</label>
-        <input
-          type="text"
-          id="handle"
-          name="handle"
-          value="${p.handle ?? ''}"
-          autocomplete="username"
-          autocapitalize="none"
-          spellcheck="false"
-          required${p.handle ? '' : html` autofocus`}
-        />
-        <label for="password">Password <span class="hint">Your account password; app passwords are not accepted here.</span></label>
-        <input type="password" id="password" name="password" autocomplete="current-password" required${p.handle ? html` autofocus` : ''} />
+        ${hidden(f, 'login')} ${credentialFields(p.handle)}
         <label class="check"
           ><input type="checkbox" name="remember" value="on" id="remember" ${p.remember ? html` checked` : ''} /> Remember this account on
           this device</label

@@ -64,11 +64,3 @@ export function form(c: Common, action: string, body: SafeHtml, attrs: SafeHtml 
 
 export const when = (iso: string | null | undefined) =>
   iso ? new Date(iso).toISOString().replace('T', ' ').slice(0, 16) + ' UTC' : 'never'
-
-export const initials = (handle: string) =>
-  handle
-    .split('.')
-    .filter(Boolean)
-    .slice(0, 2)
-    .map((p) => p[0].toUpperCase())
-    .join('')

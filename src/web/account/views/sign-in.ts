@@ -5,7 +5,8 @@ import { html, type SafeHtml } from '../../html.js'
 import { layout } from '../../layout.js'
 import type { DeviceAccount } from '../../devices.js'
 import type { Factors } from '../../../account/factors/index.js'
-import { form, initials, messages, SCRIPT_PATH, type Common } from './common.js'
+import { credentialFields, initials } from '../../sign-in/fields.js'
+import { form, messages, SCRIPT_PATH, type Common } from './common.js'
 
 /** the accounts remembered on this device */
 export function pickerPage(c: Common, accounts: DeviceAccount[]): SafeHtml {
@@ -54,25 +55,7 @@ export function loginPage(c: Common, p: { handle?: string; hasAccounts: boolean 
       ${form(
         c,
         'sign-in',
-        html`<label for="handle">Handle or email</label>
-          <input
-            type="text"
-            id="handle"
-            name="handle"
-            value="${p.handle ?? ''}"
-            autocomplete="username"
-            autocapitalize="none"
-            spellcheck="false"
-            required${p.handle ? '' : html` autofocus`}
-          />
-          <label for="password">Password <span class="hint">Your account password; app passwords are not accepted here.</span></label>
-          <input
-            type="password"
-            id="password"
-            name="password"
-            autocomplete="current-password"
-            required${p.handle ? html` autofocus` : ''}
-          />
+        html`${credentialFields(p.handle)}
           <label class="check"><input type="checkbox" name="remember" value="on" checked /> Remember this account on this device</label>
           <div class="buttons"><button type="submit" class="primary">Sign in</button></div>`,
       )}
