@@ -68,7 +68,8 @@ console.log(JSON.stringify({ did, domains }))
       join(project, 'wrong.ts'),
       `import { AtpBaseClient } from 'pds/client'\nconst n: number = (await new AtpBaseClient({ service: '' }).com.atproto.server.describeServer()).data.did\nexport { n }\n`,
     )
-    expect(() =>
+    let diagnostics = ''
+    try {
       sh(
         process.execPath,
         [
@@ -83,8 +84,12 @@ console.log(JSON.stringify({ did, domains }))
           'wrong.ts',
         ],
         project,
-      ),
-    ).toThrow(/Type 'string' is not assignable to type 'number'/)
+      )
+    } catch (err) {
+      // tsc prints its diagnostics on stdout
+      diagnostics = String((err as { stdout?: string }).stdout)
+    }
+    expect(diagnostics).toMatch(/Type 'string' is not assignable to type 'number'/)
 
     sh(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', '.', '--outDir', 'out'], project)
     const out = JSON.parse(sh(process.execPath, [join(project, 'out', 'main.js'), pds.url], project))
