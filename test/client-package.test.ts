@@ -2,7 +2,8 @@
 // the tarball into a scratch project (its dependencies from npm's cache, else the registry), a
 // TypeScript file importing `pds/client` checked against the shipped declarations, and a call to a
 // server on loopback from that project.
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
+import { promisify } from 'node:util'
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, expect, it } from 'vitest'
@@ -92,7 +93,9 @@ console.log(JSON.stringify({ did, domains }))
     expect(diagnostics).toMatch(/Type 'string' is not assignable to type 'number'/)
 
     sh(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', '.', '--outDir', 'out'], project)
-    const out = JSON.parse(sh(process.execPath, [join(project, 'out', 'main.js'), pds.url], project))
+    // asynchronously: the server answering it runs in this process
+    const run = await promisify(execFile)(process.execPath, [join(project, 'out', 'main.js'), pds.url], { cwd: project, timeout: 60_000 })
+    const out = JSON.parse(run.stdout)
     expect(out).toEqual({ did: 'did:web:localhost', domains: ['.test'] })
   })
 })
