@@ -6,7 +6,8 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepExpiredChallenges } from '../src/account/factors/passkeys.js'
 import { addressKey } from '../src/auth/address-key.js'
-import { ADMIN_PASSWORD, describe, newAccount, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, newAccount, PASSWORD, redisUrl, startTestPds, xrpc, type TestPds } from './harness.js'
+import { csrfOf, pageClient } from './page-client.js'
 import { loopbackClientId, openPage, pkce, post, REDIRECT, SCOPE, submitPage } from './oauth-helpers.js'
 
 const ON = { PDS_RATE_LIMITS_ENABLED: 'true' }
@@ -177,6 +178,30 @@ describe('request budgets', () => {
     const res = await admin(pds, ADMIN_PASSWORD, '192.0.2.200')
     expect([res.status, res.body.error]).toEqual([429, 'RateLimitExceeded'])
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0)
+  })
+
+  it("counts a signed-in account's page posts against one budget, whichever address they come from", async () => {
+    const pds = await start(ON, { rateLimits: { limits: { pageAccount: [{ durationMs: 60_000, points: 3 }] } } })
+    const acct = await newAccount(pds.url, 'posts')
+    const http = pageClient(pds.url)
+    const csrf = csrfOf((await http.get('/account')).text)
+    const signedIn = await http.post('/account/sign-in', { csrf_token: csrf, handle: acct.handle, password: PASSWORD, remember: 'on' })
+    expect(signedIn.status).toBe(303)
+    const cookie = [...http.jar].map(([k, v]) => `${k}=${v}`).join('; ')
+    const rename = (address: string) =>
+      post(`${pds.url}/account/passkeys/rename`, { csrf_token: csrf, id: 'none', name: 'x' }, { cookie, ...from(address) })
+    for (let i = 0; i < 3; i++) expect((await rename(`198.51.100.${10 + i}`)).status).toBe(303)
+    expect((await http.get('/account')).text).not.toContain('Too many requests')
+    // the fourth, from yet another address, is refused and the page says why
+    await http.post('/account/passkeys/rename', { csrf_token: csrf, id: 'none', name: 'x' })
+    expect((await http.get('/account')).text).toContain('Too many requests')
+    // another account signed in on another device keeps its own budget
+    const other = await newAccount(pds.url, 'posts2')
+    const http2 = pageClient(pds.url)
+    const csrf2 = csrfOf((await http2.get('/account')).text)
+    await http2.post('/account/sign-in', { csrf_token: csrf2, handle: other.handle, password: PASSWORD, remember: 'on' })
+    await http2.post('/account/passkeys/rename', { csrf_token: csrf2, id: 'none', name: 'x' })
+    expect((await http2.get('/account')).text).not.toContain('Too many requests')
   })
 
   it('counts the handle, the email address and the DID of one account against one login budget, on every sign-in door', async () => {

@@ -229,6 +229,15 @@ export function authorizePages(
           const text = 'This sign-in form is no longer valid. Reload the page and try again.'
           return { kind: 'page', status: 403, html: messagePage(kit.server, 'Form expired', text) }
         }
+        if (why.budget === 'pageAccount') {
+          const shown = tooMany(why.retryAfterS, 'requests')
+          return {
+            kind: 'page',
+            status: 429,
+            retryAfterS: why.retryAfterS,
+            html: messagePage(kit.server, 'Too many requests', shown.error!),
+          }
+        }
         const c = await ctx({ ...at, device: at.device, fields: at.fields ?? {}, budget: { attempt: async () => undefined } })
         const body = at.fields ?? {}
         if (row.step === 'signup') return showSignup(c, body, tooMany(why.retryAfterS))

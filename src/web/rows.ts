@@ -60,7 +60,7 @@ export type Refusal =
   | { why: 'signIn' }
   | { why: 'status'; signed: Signed }
   | { why: 'confirm'; signed: Signed }
-  | { why: 'rateLimited'; retryAfterS: number; budget: RateBudget }
+  | { why: 'rateLimited'; retryAfterS: number; budget: RateBudget | 'pageAccount' }
 
 /** what a page lends the wrapper */
 export type Page<A> = {
@@ -119,6 +119,11 @@ export function mountRows<A>(router: Router, deps: RowDeps, page: Page<A>, rows:
       if (!(row.statuses ?? ['active']).includes(signed.account.status)) return page.refuse({ why: 'status', signed }, row, at)
       if (row.gate === 'fresh-password' && !passwordFresh(signed.session, deps.freshS))
         return page.refuse({ why: 'confirm', signed }, row, at)
+    }
+    // a signed-in account's posts share one budget whichever address they come from
+    if (signed && row.method === 'post') {
+      const taken = await deps.passwords.take(req, 'pageAccount', signed.account.did)
+      if (!taken.ok) return page.refuse({ why: 'rateLimited', retryAfterS: taken.retryAfterS, budget: 'pageAccount' }, row, at)
     }
     if (row.rate && row.rate !== 'login') {
       const wait = await deps.passwords.spend(req, row.rate, row.rate === 'email' ? signed?.account.did : undefined)

@@ -69,7 +69,10 @@ function accountPage(kit: AccountKit): Page<Answer> {
           return go(`${PATH}?view=confirm&then=${row.section ?? ''}`, { notice: 'Confirm your password to make this change.' })
         case 'rateLimited':
           if (r.budget === 'resetPassword') return forgotRefused(kit, c.device!, c.fields ?? {}, r.retryAfterS)
-          return done({ error: tooMany(r.retryAfterS, r.budget === 'email' ? 'emails' : 'attempts') }, row.section)
+          return done(
+            { error: tooMany(r.retryAfterS, r.budget === 'email' ? 'emails' : r.budget === 'pageAccount' ? 'requests' : 'attempts') },
+            row.section,
+          )
       }
     },
 
