@@ -1,43 +1,6 @@
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { afterAll, afterEach, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
-
-// A loopback relay standing in for the network's: records requestCrawl calls, answering each with
-// the next status of its script (200 once the script runs out).
-class StandInRelay {
-  server!: Server
-  url = ''
-  calls: { path: string; body: any; at: number }[] = []
-  script: number[] = []
-
-  async start() {
-    this.server = createServer((req, res) => {
-      let body = ''
-      req.on('data', (c) => (body += c))
-      req.on('end', () => {
-        this.calls.push({ path: req.url!, body: body ? JSON.parse(body) : undefined, at: Date.now() })
-        const status = this.script.shift() ?? 200
-        res.writeHead(status, { 'content-type': 'application/json' })
-        res.end(status === 200 ? '{}' : JSON.stringify({ error: 'Busy', message: 'try later' }))
-      })
-    })
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()))
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`
-    return this
-  }
-
-  stop() {
-    this.server.closeAllConnections()
-    return new Promise((r) => this.server.close(r))
-  }
-}
-
-async function until(cond: () => boolean, ms = 5000) {
-  const end = Date.now() + ms
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 20))
-  return cond()
-}
+import { StandInRelay, until } from './relay-stand-in.js'
 
 const FAST = { intervalMs: 400, checkMs: 25, backoffMs: 20, attempts: 3 }
 

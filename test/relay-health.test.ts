@@ -2,54 +2,14 @@
 // getHostStatus: sequence numbers never go backwards (PDS_SEQ_FLOOR, `pds restore` of an older
 // backup), the relays are asked to crawl again after a restart and after writes nobody was
 // subscribed to read, and `pds doctor` reports each relay's view of this host and what to do.
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { rmSync } from 'node:fs'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { runCli } from './cli-run.js'
 import { subscribe, seqs } from './firehose-client.js'
 import { describe, dialect, newAccount, startTestPds, tempDir, type TestPds } from './harness.js'
+import { StandInRelay, until } from './relay-stand-in.js'
 
-class StandInRelay {
-  server!: Server
-  url = ''
-  crawls: { hostname: string; at: number }[] = []
-  /** what getHostStatus answers */
-  hostStatus: { status: number; body: unknown } = { status: 200, body: { hostname: 'localhost', status: 'active' } }
-
-  async start() {
-    this.server = createServer((req, res) => {
-      let body = ''
-      req.on('data', (c) => (body += c))
-      req.on('end', () => {
-        const path = (req.url ?? '').split('?')[0]
-        if (path === '/xrpc/com.atproto.sync.requestCrawl') {
-          this.crawls.push({ hostname: JSON.parse(body || '{}').hostname, at: Date.now() })
-          return res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-        }
-        if (path === '/xrpc/com.atproto.sync.getHostStatus') {
-          return res.writeHead(this.hostStatus.status, { 'content-type': 'application/json' }).end(JSON.stringify(this.hostStatus.body))
-        }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-      })
-    })
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()))
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`
-    return this
-  }
-
-  stop() {
-    this.server.closeAllConnections()
-    return new Promise((r) => this.server.close(r))
-  }
-}
-
-async function until(cond: () => boolean, ms = 5000) {
-  const end = Date.now() + ms
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 20))
-  return cond()
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** the seq of the newest event, as a relay reading the firehose from the start sees it */
@@ -120,7 +80,7 @@ describe('relay health', () => {
   )
 
   it('asks the relays again at restart, and after writes while no subscriber was connected, not while one is', async () => {
-    relay.crawls = []
+    relay.calls = []
     const unwatchedMs = 600
     pds = await startTestPds(
       { PDS_CRAWLERS: relay.url },
