@@ -28,13 +28,15 @@ export function buildRequest(p: Provider, mail: Mail, now = new Date()): Outgoin
   // only a message with an HTML part names one: a plain message keeps its exact request
   const h = <T extends object>(field: T) => (mail.html !== undefined ? field : {})
   switch (p.flavor) {
+    // the generic and postmark bodies carry exactly their five documented fields, so a relay that
+    // checks them strictly keeps working; the text part carries the branding
     case 'generic':
-      return json(bearer, { from: p.from, to: mail.to, subject: mail.subject, text: mail.text, ...h({ html: mail.html }), replyTo }, p.url)
+      return json(bearer, { from: p.from, to: mail.to, subject: mail.subject, text: mail.text, replyTo }, p.url)
     case 'postmark':
       // Postmark reads its own header; the bearer is kept for relays that expect one
       return json(
         { ...bearer, 'x-postmark-server-token': p.token },
-        { From: p.from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ...h({ HtmlBody: mail.html }), ReplyTo: replyTo },
+        { From: p.from, To: mail.to, Subject: mail.subject, TextBody: mail.text, ReplyTo: replyTo },
         p.url,
       )
     case 'resend':
