@@ -218,15 +218,16 @@ describe('pds migrate', () => {
       xrpc(dest.url, 'com.atproto.server.createAccount', { headers: token ? bearer(token) : {}, body: b })
     // no token: the DID cannot be claimed
     expect((await create()).body.error).toBe('InvalidRequest')
-    // a token for another audience, for another method, or for another DID
-    expect((await create(await svc('did:web:elsewhere.test'))).body).toMatchObject({ error: 'InvalidToken' })
-    expect((await create(await svc(destDid, 'com.atproto.repo.importRepo'))).body).toMatchObject({ error: 'InvalidToken' })
+    // a token for another audience, for another method, or for another DID (the service-auth
+    // error names every atproto service gives)
+    expect((await create(await svc('did:web:elsewhere.test'))).body).toMatchObject({ error: 'BadJwtAudience' })
+    expect((await create(await svc(destDid, 'com.atproto.repo.importRepo'))).body).toMatchObject({ error: 'BadJwtLexiconMethod' })
     const other = await seed('other.test', 'other@example.com', 1, 0)
     const wrongDid = await create(await svc(destDid), { ...body, did: other.did })
     expect([wrongDid.status, wrongDid.body.error]).toEqual([400, 'InvalidRequest'])
     // a token signed by a key the DID document does not name
     const [h, p] = (await svc(destDid)).split('.')
-    expect((await create(`${h}.${p}.${Buffer.alloc(64, 1).toString('base64url')}`)).body.error).toBe('InvalidToken')
+    expect((await create(`${h}.${p}.${Buffer.alloc(64, 1).toString('base64url')}`)).body.error).toBe('BadJwtSignature')
     // nothing was created by any of that
     expect((await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })).status).toBe(401)
 
