@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { expect, it } from 'vitest'
-import { describe, tempDir, testEnv } from './harness.js'
+import { describe, startTestPds, tempDir, testEnv } from './harness.js'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const BIN = join(ROOT, JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).bin.pds)
@@ -20,6 +20,8 @@ describe('pds launcher', () => {
   it.skipIf(!existsSync(SYSTEM_NODE))('runs the CLI, native store included, with an older Node first on the PATH', async () => {
     const dataDir = tempDir()
     try {
+      // the CLI manages a store the server made; it never creates one
+      await (await startTestPds({}, { dataDir })).close()
       const env = await testEnv(2583, dataDir)
       const status = run(BIN, ['status', '--json'], env)
       expect(status.code, status.err).toBe(0)
