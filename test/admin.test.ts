@@ -118,7 +118,9 @@ describe('admin API', () => {
     })
     expect(res.body).toEqual({ sent: true })
     const msg = sink.received.at(-1)!
-    expect(msg.body).toMatchObject({ to: acct.email, subject: 'About your account', text: 'Hello from the operator.' })
+    expect(msg.body).toMatchObject({ to: acct.email, subject: 'About your account' })
+    // the operator's words first, then the service's signature every email carries
+    expect(msg.body.text).toMatch(/^Hello from the operator\.\n\n-- \n/)
   })
 
   it('sets a password and deletes an account (record kept, #tombstone)', async () => {

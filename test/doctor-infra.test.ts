@@ -2,6 +2,7 @@
 // the local PLC log); the database and Redis answer a round trip; S3 buckets are checked by a
 // probe object (s3rver on loopback), a missing one failing with what to do; DNS for the host name
 // and the handle wildcard through a loopback nameserver; the public URL's TLS certificate.
+import { randomBytes } from 'node:crypto'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { execFileSync } from 'node:child_process'
@@ -68,6 +69,8 @@ describe('pds doctor: infrastructure', { timeout: 120_000 }, () => {
       [`PDS_${kind}_S3_FORCE_PATH_STYLE`]: 'true',
       [`PDS_${kind}_S3_ACCESS_KEY_ID`]: 'S3RVER',
       [`PDS_${kind}_S3_SECRET_ACCESS_KEY`]: 'S3RVER',
+      // S3 backups are sealed on this machine: the key comes with the bucket
+      ...(kind === 'BACKUP' ? { PDS_BACKUP_ENCRYPTION_KEY: randomBytes(32).toString('hex') } : {}),
     })
     const good = await runCli({ ...pds.env, ...s3Env('BLOBSTORE', 'doctor-blobs') }, 'doctor')
     expect(lineOf(good.out, 'blob-bucket')).toMatch(/^ok .*S3 bucket "doctor-blobs" took, gave back and deleted a probe object/)
