@@ -38,6 +38,13 @@ export async function dpopKey(): Promise<DpopKey> {
 
 const NONCE_KEPT_MS = 30_000
 const nonces = new Map<string, { nonce: string; at: number }>()
+/** public origins no server listens on (a test's PDS_PUBLIC_URL), and the server to ask instead */
+const nonceSources = new Map<string, string>()
+
+/** proofs for `publicUrl` take their nonce from the server at `serverUrl` */
+export function nonceFrom(publicUrl: string, serverUrl: string) {
+  nonceSources.set(new URL(publicUrl).origin, new URL(serverUrl).origin)
+}
 
 /**
  * The DPoP-Nonce the server at `url`'s origin hands out, as a client learns it: from a PAR
@@ -48,7 +55,7 @@ export async function serverNonce(url: string): Promise<string | undefined> {
   const kept = nonces.get(origin)
   if (kept && Date.now() - kept.at < NONCE_KEPT_MS && Date.now() >= kept.at) return kept.nonce
   // a proof made for a host that is no server at all (a test of htu) carries none
-  const res = await fetch(`${origin}/oauth/par`, { method: 'POST' }).catch(() => undefined)
+  const res = await fetch(`${nonceSources.get(origin) ?? origin}/oauth/par`, { method: 'POST' }).catch(() => undefined)
   if (!res) return undefined
   await res.body?.cancel()
   const nonce = res.headers.get('dpop-nonce')

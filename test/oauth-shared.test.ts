@@ -2,7 +2,7 @@
 // replay at the other (PDS_DPOP_REPLAY_STORE=redis).
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, redisUrl, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
-import { ath, authorize, dpopGet, dpopKey, exchange } from './oauth-helpers.js'
+import { ath, authorize, dpopGet, dpopKey, exchange, nonceFrom } from './oauth-helpers.js'
 
 const d = redisUrl ? describe : describe.skip
 
@@ -22,6 +22,8 @@ d('DPoP replay across processes sharing Redis', () => {
       same.PDS_DB_POSTGRES_SCHEMA = a.env.PDS_DB_POSTGRES_SCHEMA
     }
     b = await startTestPds(same, { dataDir: dir })
+    // both processes derive the same nonces; nothing listens on the public URL itself
+    nonceFrom(publicUrl, a.url)
   })
   afterAll(async () => {
     await b?.close()
