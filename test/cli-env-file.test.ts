@@ -1,11 +1,11 @@
 // The operator CLI finds the installed server's store the way the service does, through its
 // environment file, from whatever directory it runs in (`bin/pds`, as installed on the PATH); and
 // it never makes a store of its own: pointed where none exists it says so and creates nothing.
-import { spawn } from 'node:child_process'
 import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { runProcess } from './cli-run.js'
 import { describe, dialect, newAccount, postgresUrl, startTestPds, tempDir, type TestPds } from './harness.js'
 
 const PDS = new URL('../bin/pds', import.meta.url).pathname
@@ -14,18 +14,7 @@ function pds(
   args: string[],
   opts: { env?: Record<string, string>; cwd: string },
 ): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(PDS, args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio: 'pipe' })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (c) => (out += c))
-    child.stderr.on('data', (c) => (err += c))
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve({ code, out, err })
-    })
-  })
+  return runProcess(PDS, args, opts)
 }
 
 const envFile = (env: Record<string, string>) => {

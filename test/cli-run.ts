@@ -4,8 +4,17 @@ import { spawn } from 'node:child_process'
 const CLI = new URL('../dist/cli.js', import.meta.url).pathname
 
 export function runCli(env: Record<string, string>, ...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  return runProcess(process.execPath, [CLI, ...args], { env })
+}
+
+/** runs `cmd` with only PATH and `env` set, killed after 60 s; its exit code and both outputs */
+export function runProcess(
+  cmd: string,
+  args: string[],
+  opts: { env?: Record<string, string>; cwd?: string },
+): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'pipe' })
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio: 'pipe' })
     let out = ''
     let err = ''
     child.stdout.on('data', (c) => (out += c))
