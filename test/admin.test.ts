@@ -1,12 +1,11 @@
 import * as dagCbor from '@ipld/dag-cbor'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
 let pds: TestPds
 let sink: MailSink
 let n = 0
-const PASSWORD = 'correct horse battery staple'
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const basic = (password = ADMIN_PASSWORD) => ({ authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` })
 const admin = (nsid: string, opts: { body?: unknown; params?: Record<string, string> } = {}) =>

@@ -4,7 +4,7 @@
 // endpoint); sessions from @atproto/api; mail through the loopback HTTP sink.
 import { AtpAgent } from '@atproto/api'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { ath, authorize, dpopKey, exchange, loopbackClientId, refreshGrant, type DpopKey } from './oauth-helpers.js'
 
@@ -12,7 +12,6 @@ let pds: TestPds
 let sink: MailSink
 let srv: { url: string; publicUrl: string }
 let n = 0
-const PASSWORD = 'correct horse battery staple'
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const basic = { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') }
 

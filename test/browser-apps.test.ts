@@ -7,11 +7,10 @@ import type { AddressInfo } from 'node:net'
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { BrowserRig, hasChromium, signInThroughPages, startBrowserPlc, waitFor } from './browser-helpers.js'
-import { describe, startTestPds, type TestPds } from './harness.js'
+import { describe, startTestPds, PASSWORD, type TestPds } from './harness.js'
 
 const d = hasChromium ? describe : describe.skip
 const SCOPE = 'atproto transition:generic'
-const PASSWORD = 'browser app password'
 // a 1x1 PNG
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
 

@@ -1,23 +1,13 @@
 import { AtpAgent } from '@atproto/api'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, startTestPds, xrpc, newAccount as createAccount, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
 let pds: TestPds
 let sink: MailSink
-let n = 0
-const PASSWORD = 'correct horse battery staple'
 const auth = (token: string) => ({ authorization: `Bearer ${token}` })
 
-async function newAccount() {
-  n++
-  const email = `mailer${n}@example.com`
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle: `mailer${n}.test`, email, password: PASSWORD },
-  })
-  expect(res.status, JSON.stringify(res.body)).toBe(200)
-  return { ...(res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string }), email }
-}
+const newAccount = () => createAccount(pds.url, 'mailer')
 
 const call = (nsid: string, token: string, body?: unknown) =>
   xrpc(pds.url, `com.atproto.server.${nsid}`, { method: 'POST', body, headers: auth(token) })
@@ -141,10 +131,10 @@ describe('email-token flows through the http-json backend', () => {
     it('sends the token carrying the new address to the confirmed CURRENT address, applies that address and clears the confirmation', async () => {
       const acct = await confirmed()
       const before = sink.received.length
-      const res = await call('requestEmailUpdate', acct.accessJwt, { email: `New${n}@Example.com` })
+      const res = await call('requestEmailUpdate', acct.accessJwt, { email: `New${acct.handle.split('.')[0]}@Example.com` })
       expect(res.status).toBe(200)
       expect(res.body).toEqual({ tokenRequired: true })
-      const newEmail = `new${n}@example.com`
+      const newEmail = `new${acct.handle.split('.')[0]}@example.com`
       expect(sink.received.slice(before).map((m) => m.body.to)).toEqual([acct.email])
       const token = sink.tokenFor(acct.email)
       // the token record is trusted: a different `email` field is tolerated and ignored
@@ -182,20 +172,20 @@ describe('email-token flows through the http-json backend', () => {
       await agent.login({ identifier: acct.handle, password: PASSWORD })
       const first = await agent.com.atproto.server.requestEmailUpdate()
       expect(first.data.tokenRequired).toBe(false)
-      await agent.com.atproto.server.updateEmail({ email: `direct${n}@example.com` })
-      expect((await agent.com.atproto.server.getSession()).data.email).toBe(`direct${n}@example.com`)
+      await agent.com.atproto.server.updateEmail({ email: `direct${acct.handle.split('.')[0]}@example.com` })
+      expect((await agent.com.atproto.server.getSession()).data.email).toBe(`direct${acct.handle.split('.')[0]}@example.com`)
 
-      const current = `direct${n}@example.com`
+      const current = `direct${acct.handle.split('.')[0]}@example.com`
       await agent.com.atproto.server.requestEmailConfirmation()
       await agent.com.atproto.server.confirmEmail({ email: current, token: sink.tokenFor(current) })
       const second = await agent.com.atproto.server.requestEmailUpdate()
       expect(second.data.tokenRequired).toBe(true)
-      await expect(agent.com.atproto.server.updateEmail({ email: `later${n}@example.com` })).rejects.toMatchObject({
+      await expect(agent.com.atproto.server.updateEmail({ email: `later${acct.handle.split('.')[0]}@example.com` })).rejects.toMatchObject({
         error: 'TokenRequired',
       })
-      await agent.com.atproto.server.updateEmail({ email: `later${n}@example.com`, token: sink.tokenFor(current) })
+      await agent.com.atproto.server.updateEmail({ email: `later${acct.handle.split('.')[0]}@example.com`, token: sink.tokenFor(current) })
       const s = await agent.com.atproto.server.getSession()
-      expect(s.data).toMatchObject({ email: `later${n}@example.com`, emailConfirmed: false })
+      expect(s.data).toMatchObject({ email: `later${acct.handle.split('.')[0]}@example.com`, emailConfirmed: false })
     })
   })
 

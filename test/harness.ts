@@ -142,15 +142,19 @@ export const PASSWORD = 'correct horse battery staple'
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 let accounts = 0
-/** a fresh account on `url`: handle `<prefix><n>x.test`, email `<prefix><n>@example.com`, PASSWORD */
-export async function newAccount(url: string, prefix: string) {
+/**
+ * a fresh account on `url`: handle `<prefix><n>x.test`, email `<prefix><n>@example.com`, PASSWORD;
+ * `extra` adds createAccount fields (an invite code, a recovery key)
+ */
+export async function newAccount(url: string, prefix: string, extra: Record<string, unknown> = {}) {
   const n = ++accounts
   const email = `${prefix}${n}@example.com`
   const res = await xrpc(url, 'com.atproto.server.createAccount', {
-    body: { handle: `${prefix}${n}x.test`, email, password: PASSWORD },
+    body: { handle: `${prefix}${n}x.test`, email, password: PASSWORD, ...extra },
   })
   if (res.status !== 200) throw new Error(`createAccount failed: ${res.status} ${res.text}`)
-  return { ...(res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string }), email }
+  type Created = { did: string; handle: string; accessJwt: string; refreshJwt: string; didDoc?: any }
+  return { ...(res.body as Created), email }
 }
 
 /** an AtpAgent signed in to a fresh account on `url` */

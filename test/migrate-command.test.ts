@@ -7,13 +7,12 @@ import { spawn } from 'node:child_process'
 import { verifyRepoCar } from '@atproto/repo'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { sinkEnv, type MailSink } from './mail-sink.js'
 import { runMigration } from '../src/cli/migrate.js'
 import { startMovePair, type MovePair } from './move-pair.js'
 
 const CLI = new URL('../dist/cli.js', import.meta.url).pathname
-const PASSWORD = 'correct horse battery staple'
 
 let plcUrl: string
 let sink: MailSink

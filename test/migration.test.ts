@@ -14,14 +14,13 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, OFF_NETWORK, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, OFF_NETWORK, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { subscribe, type Frame } from './firehose-client.js'
 import { createPlcIdentity } from './plc-identity.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
-const PASSWORD = 'correct horse battery staple'
 const RECORDS = 200
 const BLOBS = 20
 

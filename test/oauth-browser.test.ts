@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { dialect, startTestPds, xrpc, type TestPds } from './harness.js'
+import { dialect, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { dpopKey, loopbackClientId, par, pkce } from './oauth-helpers.js'
 
@@ -27,7 +27,6 @@ let browser: Browser
 let target: Server
 let redirect: string
 let metaBase: string
-const PASSWORD = 'browser test password'
 
 async function newRequest(state: string, extra: Record<string, string> = {}) {
   const key = await dpopKey()

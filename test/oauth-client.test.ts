@@ -10,13 +10,12 @@ import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { signEs256k } from '../src/oauth/es256k.js'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { openPage, post, signInAndAllow } from './oauth-helpers.js'
 
 let pds: TestPds
 let plc: Server
 let plcUrl: string
-const PASSWORD = 'official client password'
 const REDIRECT = 'http://127.0.0.1:9/oauth-callback'
 const SCOPE = 'atproto transition:generic'
 

@@ -3,10 +3,9 @@
 // budgets of the reset and sign-up forms.
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { dpopKey, openPage, par, signInAndAllow, submitPage } from './oauth-helpers.js'
 
-const PASSWORD = 'pages test password'
 let pds: TestPds
 let srv: { url: string; publicUrl: string }
 

@@ -12,10 +12,9 @@ import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState, type OAuth
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { dpopKey, loopbackClientId, openPage, par, signInAndAllow } from './oauth-helpers.js'
 
-const PASSWORD = 'granular permissions password'
 const REDIRECT = 'http://127.0.0.1:9/oauth-callback'
 // the stand-in AppView's identity: a did:plc the loopback directory answers for
 const SERVICE_DID = 'did:plc:' + 'v'.repeat(24)

@@ -3,7 +3,7 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, SignJWT } from 'jose'
 import { k256PublicJwk, signEs256k } from '../src/oauth/es256k.js'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, startTestPds, xrpc, newAccount as createAccount, PASSWORD, type TestPds } from './harness.js'
 import {
   ath,
   authorize,
@@ -25,18 +25,8 @@ import {
 
 let pds: TestPds
 let srv: { url: string; publicUrl: string }
-const PASSWORD = 'oauth test password'
-let n = 0
 
-async function newAccount() {
-  n++
-  const handle = `oauth${n}x.test`
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle, email: `oauth${n}@example.com`, password: PASSWORD },
-  })
-  expect(res.status, res.text).toBe(200)
-  return { did: res.body.did as string, handle, accessJwt: res.body.accessJwt as string }
-}
+const newAccount = () => createAccount(pds.url, 'oauth')
 
 /** a signed-in OAuth client: tokens bound to `key` */
 async function signIn(scope?: string) {

@@ -5,20 +5,11 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { base32 } from 'multiformats/bases/base32'
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, JWT_SECRET, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, JWT_SECRET, startTestPds, xrpc, newAccount as createAccount, PASSWORD, type TestPds } from './harness.js'
 
 let pds: TestPds
-let n = 0
-const PASSWORD = 'correct horse battery staple'
 
-async function newAccount(extra: Record<string, unknown> = {}) {
-  n++
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle: `user${n}x.test`, email: `user${n}@example.com`, password: PASSWORD, ...extra },
-  })
-  expect(res.status, JSON.stringify(res.body)).toBe(200)
-  return res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string; didDoc: any }
-}
+const newAccount = (extra: Record<string, unknown> = {}) => createAccount(pds.url, 'user', extra)
 
 const auth = (token: string, scheme = 'Bearer') => ({ authorization: `${scheme} ${token}` })
 const setStatus = (did: string, status: 'active' | 'deactivated' | 'takendown' | 'deleted') =>
@@ -46,7 +37,7 @@ describe('accounts and password sessions', () => {
     it('creates an active account with a did:plc derived from its signed genesis operation', async () => {
       const acct = await newAccount()
       expect(acct.did).toMatch(/^did:plc:[a-z2-7]{24}$/)
-      expect(acct.handle).toBe(`user${n}x.test`)
+      expect(acct.handle).toMatch(/^user\d+x\.test$/)
       const row = await pds.services.db.selectFrom('plc_operation').selectAll().where('did', '=', acct.did).execute()
       expect(row.map((r) => r.seq)).toEqual([0])
       const op = JSON.parse(row[0].operation)
@@ -79,7 +70,7 @@ describe('accounts and password sessions', () => {
       const acct = await newAccount()
       const before = await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })
       expect(before.body.didDoc.alsoKnownAs).toEqual([`at://${acct.handle}`])
-      const handle = `renamed${n}x.test`
+      const handle = `renamed${acct.handle}`
       const upd = await xrpc(pds.url, 'com.atproto.identity.updateHandle', { headers: auth(acct.accessJwt), body: { handle } })
       expect(upd.status, JSON.stringify(upd.body)).toBe(200)
       const after = await xrpc(pds.url, 'com.atproto.server.getSession', { headers: auth(acct.accessJwt) })
@@ -128,7 +119,7 @@ describe('accounts and password sessions', () => {
       expect(byHandle.status).toBe(400)
       expect(byHandle.body.error).toBe('HandleNotAvailable')
       const byEmail = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-        body: { handle: 'other1.test', email: `USER${n}@example.com`, password: PASSWORD },
+        body: { handle: 'other1.test', email: acct.email.toUpperCase(), password: PASSWORD },
       })
       expect(byEmail.status).toBe(400)
       expect(byEmail.body.error).toBe('EmailNotAvailable')
@@ -191,13 +182,13 @@ describe('accounts and password sessions', () => {
   describe('createSession', () => {
     it('logs in by handle, email or DID with the lexicon response shape', async () => {
       const acct = await newAccount()
-      for (const identifier of [acct.handle, `user${n}@example.com`, acct.did, acct.handle.toUpperCase()]) {
+      for (const identifier of [acct.handle, acct.email, acct.did, acct.handle.toUpperCase()]) {
         const res = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password: PASSWORD } })
         expect(res.status).toBe(200)
         expect(res.body).toMatchObject({
           did: acct.did,
           handle: acct.handle,
-          email: `user${n}@example.com`,
+          email: acct.email,
           emailConfirmed: false,
           active: true,
         })

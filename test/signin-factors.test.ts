@@ -19,13 +19,12 @@ import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
 import { beginTotp, confirmTotp, passkeyRegistrationOptions, verifyPasskeyRegistration } from '../src/account/factors/index.js'
-import { dialect, startTestPds, type TestPds } from './harness.js'
+import { dialect, startTestPds, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
 const SCREENSHOTS = process.env.PDS_SCREENSHOTS === '1'
 const SHOTS = SCREENSHOTS ? new URL('../docs/images/', import.meta.url).pathname : new URL('./artifacts/', import.meta.url).pathname
 const d = describeInChromium
-const PASSWORD = 'second factor password'
 const SCOPE = 'atproto transition:generic'
 // wrong codes and passwords an account may try in five minutes (each kind counts on its own key)
 // a password and a code each cost an attempt at the account, whichever spelling names it

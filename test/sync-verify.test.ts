@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { blocksToCarFile, MemoryBlockstore, MST, Repo, WriteOpAction } from '@atproto/repo'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAccount, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { subscribe, type Consumer } from './firehose-client.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
@@ -14,7 +14,6 @@ import { SyncVerifier } from './sync-verifier.js'
 import { createPlcIdentity } from './plc-identity.js'
 
 const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
-const PASSWORD = 'correct horse battery staple'
 const COLL = 'com.example.note'
 
 type Hose = { pds: TestPds; consumer: Consumer; verifier: SyncVerifier }
