@@ -7,7 +7,6 @@ import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { XRPCError, type Server as XrpcServer } from '@atproto/xrpc-server'
-import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Redis } from 'ioredis'
 import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
@@ -44,6 +43,7 @@ import { findAccount } from './account/store.js'
 import { sweepExpiredChallenges } from './account/factors/passkeys.js'
 import type { Refusal, StreamAdmission } from './sequencer/admission.js'
 import { DidResolver } from './identity/did-resolver.js'
+import { k256Keypair } from './identity/k256.js'
 import { createProxy } from './proxy/index.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { OutboundGuard } from './net/guard.js'
@@ -144,7 +144,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     db,
     logger,
     tokenKeys: tokenKeys(config.secrets.jwtSecret, config.serviceDid),
-    rotationKey: await Secp256k1Keypair.import(config.secrets.plcRotationKey),
+    rotationKey: await k256Keypair(config.secrets.plcRotationKey),
     metrics,
     oauth: await createOAuthServices(config, outbound),
     mailer: countFailures(createMailer(config.email, logger, config.branding), metrics),

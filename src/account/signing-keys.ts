@@ -1,7 +1,8 @@
 // The account's repository signing key as stored: the secp256k1 private key as hex and the public
 // key as a Multikey (its did:key without the prefix).
-import { Secp256k1Keypair } from '@atproto/crypto'
+import type { Keypair, Secp256k1Keypair } from '@atproto/crypto'
 import type { Store } from '../db/schema.js'
+import { k256Keypair, newK256Scalar } from '../identity/k256.js'
 
 export type SigningKeyRow = { private_key_hex: string; public_key_multibase: string }
 
@@ -14,9 +15,10 @@ export async function signingKeyRow(keypair: Secp256k1Keypair): Promise<SigningK
 }
 
 /** a fresh keypair and its stored form */
-export async function newSigningKey(): Promise<{ keypair: Secp256k1Keypair; row: SigningKeyRow }> {
-  const keypair = await Secp256k1Keypair.create({ exportable: true })
-  return { keypair, row: await signingKeyRow(keypair) }
+export async function newSigningKey(): Promise<{ keypair: Keypair; row: SigningKeyRow }> {
+  const hex = newK256Scalar()
+  const keypair = await k256Keypair(hex)
+  return { keypair, row: { private_key_hex: hex, public_key_multibase: keypair.did().replace(/^did:key:/, '') } }
 }
 
 /** the did:key of the account's signing key; undefined when it has none */

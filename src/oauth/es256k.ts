@@ -1,6 +1,6 @@
-// ES256K JWTs (jose 6 has no secp256k1): signed with @atproto/crypto's Secp256k1Keypair
-// (compact, low-S: exactly the JWS R||S form) and verified with its verifySignature. jose supplies
-// base64url, header/claim decoding and JWK thumbprints.
+// ES256K JWTs (jose 6 has no secp256k1): signed with the keypairs of identity/k256.ts (compact,
+// low-S: exactly the JWS R||S form) and verified with @atproto/crypto's verifySignature. jose
+// supplies base64url, header/claim decoding and JWK thumbprints.
 import { formatDidKey, parseDidKey, verifySignature, type Keypair } from '@atproto/crypto'
 import { k256Keypair } from '../identity/k256.js'
 import { base64url, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, type JWK } from 'jose'
