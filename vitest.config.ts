@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
 // The whole suite runs twice: on SQLite, and on PostgreSQL when PDS_TEST_POSTGRES_URL is set
@@ -5,6 +6,8 @@ import { defineConfig } from 'vitest/config'
 // (*.nodb.test.ts) run once. test/interop/ (against the reference PDS) runs apart: `make test-interop`
 // with vitest.interop.config.ts.
 export default defineConfig({
+  // `#src/…` imports (package.json "imports") are the sources here, as for tsc; plain Node loads dist/
+  resolve: { alias: [{ find: /^#src\//, replacement: fileURLToPath(new URL('./src/', import.meta.url)) }] },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -13,7 +13,7 @@ import SqliteDatabase from 'better-sqlite3'
 import { Kysely, SqliteDialect, sql, type Dialect, type Driver } from 'kysely'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterEach, expect, it } from 'vitest'
-import { capStreamFrames, exactXrpcRoutes, onMethodAdded, skipAuthResultParsing, streamServers } from '../src/patches/xrpc-server.js'
+import { capStreamFrames, exactXrpcRoutes, skipAuthResultParsing, streamServers } from '../src/patches/xrpc-server.js'
 import { blockEntries, cidStrings, installRepoPatches, libraryMatches } from '../src/patches/repo.js'
 import { afterCommit, retryTransactions } from '../src/patches/kysely.js'
 import { assertValidJsonText, jsonText } from '../src/api/json-text.js'
@@ -157,22 +157,9 @@ describe('xrpc-server patches', () => {
     expect(await (await fetch(`${url}/xrpc/io.example.get`)).json()).toEqual({ n: 1 })
   })
 
-  it('lets the caller configure every method and subscription as it is added', async () => {
+  it("keeps each subscription's WebSocket server for our listener to route upgrades to", () => {
     const xrpc = createXrpcServer(lexicons)
-    const added: string[] = []
-    onMethodAdded(xrpc, {
-      method: (nsid, config) => (added.push(nsid), { ...config, auth: async () => ({ credentials: 7 }) }),
-      stream: (nsid, config) => (added.push(nsid), config),
-    })
-    xrpc.method('io.example.get', (ctx: { auth: { credentials: number } }) => ({
-      encoding: 'application/json',
-      body: { n: ctx.auth.credentials },
-    }))
     xrpc.streamMethod('io.example.stream', async function* () {})
-    expect(added).toEqual(['io.example.get', 'io.example.stream'])
-    const url = await serve(xrpc.routes)
-    expect(await (await fetch(`${url}/xrpc/io.example.get`)).json()).toEqual({ n: 7 })
-    // each subscription's WebSocket server waits for upgrades routed to it
     const sub = streamServers(xrpc).get('io.example.stream')
     expect(sub?.wss).toBeInstanceOf(WebSocketServer)
     expect(sub?.wss.options.noServer).toBe(true)

@@ -12,8 +12,6 @@
 // - skipAuthResultParsing: the private `createAuthVerifier(config)` wraps each verifier in a
 //   schema check of its result that builds (and throws away) an error with a stack trace on every
 //   successful authentication. Our verifiers fail by throwing, so the result passes through.
-// - onMethodAdded: `method()` and `streamMethod()` are what the generated server calls for every
-//   handler; wrapping them lets the caller inject each method's auth and rate limit.
 // - streamServers: the WebSocket server of each subscription, kept in `subscriptions`, for our own
 //   HTTP listener to route upgrades to and close at shutdown (the library's `listen` does the
 //   routing only for a server it starts itself).
@@ -25,10 +23,6 @@ import type { Server as XrpcServer } from '@atproto/xrpc-server'
 import type { WebSocketServer } from 'ws'
 import type { LexXrpcProcedure, LexXrpcQuery, LexXrpcSubscription } from '@atproto/lexicon'
 
-type MethodOptions = Parameters<XrpcServer['method']>[1]
-type StreamOptions = Parameters<XrpcServer['streamMethod']>[1]
-type MethodConfig = Exclude<MethodOptions, (...args: never[]) => unknown>
-type StreamConfig = Exclude<StreamOptions, (...args: never[]) => unknown>
 // the private members' shapes as of the pinned version (the declarations leave them untyped)
 type MethodDef = LexXrpcQuery | LexXrpcProcedure | LexXrpcSubscription
 type ParamsVerifier = (nsid: string, def: MethodDef) => (req: Request) => unknown
@@ -101,26 +95,6 @@ export function skipAuthResultParsing(xrpc: XrpcServer): void {
   const passThrough: AuthVerifierFactory = (cfg) => cfg.auth ?? null
   xrpc['createAuthVerifier'] = passThrough
 }
-
-/**
- * `configure(nsid, config)` sees each method and subscription as it is added, the handler
- * already in a config object, and returns the config to register instead. The generated server
- * types a handler's auth from the handler; the config returned brings its own verifier, so what
- * the handler receives is the caller's to keep consistent.
- */
-export function onMethodAdded(
-  xrpc: XrpcServer,
-  configure: { method(nsid: string, config: AnyConfig): AnyConfig; stream(nsid: string, config: AnyConfig): AnyConfig },
-): void {
-  const method = xrpc.method.bind(xrpc)
-  xrpc.method = (nsid, cfg) => method(nsid, configure.method(nsid, asConfig(cfg)) as MethodConfig)
-  const streamMethod = xrpc.streamMethod.bind(xrpc)
-  xrpc.streamMethod = (nsid, cfg) => streamMethod(nsid, configure.stream(nsid, asConfig(cfg)) as StreamConfig)
-}
-
-/** a method's or subscription's registration, as `onMethodAdded` hands it over */
-export type AnyConfig = { handler: unknown; auth?: unknown; rateLimit?: unknown; opts?: unknown }
-const asConfig = (cfg: object): AnyConfig => (typeof cfg === 'function' ? { handler: cfg } : { handler: undefined, ...cfg })
 
 /** each subscription's WebSocket server, by method id */
 export function streamServers(xrpc: XrpcServer): ReadonlyMap<string, { wss: WebSocketServer }> {

@@ -4,9 +4,9 @@
 import { html, type SafeHtml } from '../../html.js'
 import type { ServerInfo } from '../../layout.js'
 import { CSRF_FIELD } from '../../csrf.js'
-import type { ConsentWords } from '../../../oauth/consent-words.js'
-import type { AppPasswordView } from '../../../account/app-passwords.js'
-import type { Factors, Passkey } from '../../../account/factors/index.js'
+import type { ConsentWords } from '#src/oauth/consent-words.js'
+import type { AppPasswordView } from '#src/account/app-passwords.js'
+import type { Factors, Passkey } from '#src/account/factors/index.js'
 
 export const SCRIPT_PATH = '/account/passkeys.js'
 

@@ -4,7 +4,7 @@
 import { html, type SafeHtml } from '../../html.js'
 import { layout } from '../../layout.js'
 import type { DeviceAccount } from '../../devices.js'
-import type { Factors } from '../../../account/factors/index.js'
+import type { Factors } from '#src/account/factors/index.js'
 import { credentialFields, initials } from '../../sign-in/fields.js'
 import { form, messages, SCRIPT_PATH, type Common } from './common.js'
 

@@ -1,11 +1,13 @@
 // app.bsky.notification.registerPush: forwarded for the account to the notification service the
 // body names (`serviceDid`), with a service token addressed to it for this method.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { forwardPush } from '../../../../proxy/push.js'
+import { method } from '#src/api/method.js'
+import type { Services } from '#src/context.js'
+import { forwardPush } from '#src/proxy/push.js'
 
-export default (api: Server, deps: Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound' | 'logger' | 'didResolver'>) =>
-  api.app.bsky.notification.registerPush<AuthFor<'app.bsky.notification.registerPush'>>(async ({ auth, input }) => {
-    await forwardPush(deps, 'app.bsky.notification.registerPush', auth.credentials.did, input.body)
-  })
+export default method(
+  'app.bsky.notification.registerPush',
+  (deps: Pick<Services, 'config' | 'db' | 'tokenKeys' | 'outbound' | 'logger' | 'didResolver'>) =>
+    async ({ auth, input }) => {
+      await forwardPush(deps, 'app.bsky.notification.registerPush', auth.credentials.did, input.body)
+    },
+)

@@ -1,13 +1,10 @@
 // com.atproto.admin.enableAccountInvites: the account's codes are honoured again; the note is kept.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { accountByDid } from '../../../../account/admin-views.js'
-import { setAccountInvitesDisabled } from '../../../../account/invites.js'
+import { method } from '#src/api/method.js'
+import { accountByDid } from '#src/account/admin-views.js'
+import { setAccountInvitesDisabled } from '#src/account/invites.js'
 
-export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.enableAccountInvites<AuthFor<'com.atproto.admin.enableAccountInvites'>>(async ({ input }) => {
-    const { account, note } = input.body
-    await accountByDid(db, account)
-    await setAccountInvitesDisabled(db, account, false, note)
-  })
+export default method('com.atproto.admin.enableAccountInvites', ({ db }) => async ({ input }) => {
+  const { account, note } = input.body
+  await accountByDid(db, account)
+  await setAccountInvitesDisabled(db, account, false, note)
+})

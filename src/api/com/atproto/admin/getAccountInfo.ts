@@ -1,11 +1,8 @@
 // com.atproto.admin.getAccountInfo: one account as the operator sees it.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { accountByDid, accountView } from '../../../../account/admin-views.js'
+import { method } from '#src/api/method.js'
+import { accountByDid, accountView } from '#src/account/admin-views.js'
 
-export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.admin.getAccountInfo<AuthFor<'com.atproto.admin.getAccountInfo'>>(async ({ params }) => ({
-    encoding: 'application/json',
-    body: await accountView(db, await accountByDid(db, params.did)),
-  }))
+export default method('com.atproto.admin.getAccountInfo', ({ db }) => async ({ params }) => ({
+  encoding: 'application/json',
+  body: await accountView(db, await accountByDid(db, params.did)),
+}))

@@ -2,16 +2,13 @@
 // DNS record or well-known file names the account's DID, held by no other live account; a new PLC
 // operation with the new alsoKnownAs (published to the directory in PDS_DID_PLC_URL mode) and an
 // #identity event, all in one transaction.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { checkHandleFree, validateHandle } from '../../../../account/handles.js'
-import { setHandle } from '../../../../identity/amend.js'
+import { method } from '#src/api/method.js'
+import { checkHandleFree, validateHandle } from '#src/account/handles.js'
+import { setHandle } from '#src/identity/amend.js'
 
-export default (api: Server, { db, config, rotationKey, outbound }: Pick<Services, 'db' | 'config' | 'rotationKey' | 'outbound'>) =>
-  api.com.atproto.identity.updateHandle<AuthFor<'com.atproto.identity.updateHandle'>>(async ({ auth, input }) => {
-    const { did } = auth.credentials
-    const handle = await validateHandle({ config, outbound }, input.body.handle, did)
-    await checkHandleFree(db, did, handle)
-    await setHandle(db, did, handle, { rotationKey, plcUrl: config.plcUrl })
-  })
+export default method('com.atproto.identity.updateHandle', ({ db, config, rotationKey, outbound }) => async ({ auth, input }) => {
+  const { did } = auth.credentials
+  const handle = await validateHandle({ config, outbound }, input.body.handle, did)
+  await checkHandleFree(db, did, handle)
+  await setHandle(db, did, handle, { rotationKey, plcUrl: config.plcUrl })
+})

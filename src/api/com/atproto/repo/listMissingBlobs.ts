@@ -1,11 +1,8 @@
 // com.atproto.repo.listMissingBlobs (official id; one handler serves both ids): see migration/missing-blobs.ts.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { listMissingBlobs } from '../../../../migration/missing-blobs.js'
+import { method } from '#src/api/method.js'
+import { listMissingBlobs } from '#src/migration/missing-blobs.js'
 
-export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.repo.listMissingBlobs<AuthFor<'com.atproto.repo.listMissingBlobs'>>(async ({ auth, params }) => ({
-    encoding: 'application/json',
-    body: await listMissingBlobs(db, auth.credentials.did, params.limit, params.cursor),
-  }))
+export default method('com.atproto.repo.listMissingBlobs', ({ db }) => async ({ auth, params }) => ({
+  encoding: 'application/json',
+  body: await listMissingBlobs(db, auth.credentials.did, params.limit, params.cursor),
+}))

@@ -1,12 +1,14 @@
 // com.atproto.server.createAppPassword: the plaintext is in this response and nowhere else; the
 // owner is mailed that an app password was created (its name, never the secret).
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { createAppPassword } from '../../../../account/app-passwords.js'
+import { method } from '#src/api/method.js'
+import type { Services } from '#src/context.js'
+import { createAppPassword } from '#src/account/app-passwords.js'
 
-export default (api: Server, deps: Pick<Services, 'db' | 'mailer' | 'config' | 'logger'>) =>
-  api.com.atproto.server.createAppPassword<AuthFor<'com.atproto.server.createAppPassword'>>(async ({ auth, input }) => ({
-    encoding: 'application/json',
-    body: await createAppPassword(deps, auth.credentials.did, input.body.name, !!input.body.privileged),
-  }))
+export default method(
+  'com.atproto.server.createAppPassword',
+  (deps: Pick<Services, 'db' | 'mailer' | 'config' | 'logger'>) =>
+    async ({ auth, input }) => ({
+      encoding: 'application/json',
+      body: await createAppPassword(deps, auth.credentials.did, input.body.name, !!input.body.privileged),
+    }),
+)

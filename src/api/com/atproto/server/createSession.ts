@@ -8,47 +8,45 @@
 // email codes are on); with one, a wrong or used code is 400 InvalidToken, a late email code 400
 // ExpiredToken. Each code checked also spends the login budgets by DID and address. A taken-down
 // account is 401 AccountTakedown, unless `allowTakendown` asks for a session it can only report with.
+import { method } from '#src/api/method.js'
 import type { Request } from 'express'
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { xrpcError } from '../../../../errors.js'
-import { login } from '../../../../account/login.js'
-import { sessionView, storeRefreshRecord, type AccountRow } from '../../../../account/store.js'
-import { mintPair } from '../../../../auth/session-tokens.js'
-import { checkSecondFactor, factorsOf, needsSecondFactor, sendEmailCode } from '../../../../account/factors/index.js'
+import type { Services } from '#src/context.js'
+import { xrpcError } from '#src/errors.js'
+import { login } from '#src/account/login.js'
+import { sessionView, storeRefreshRecord, type AccountRow } from '#src/account/store.js'
+import { mintPair } from '#src/auth/session-tokens.js'
+import { checkSecondFactor, factorsOf, needsSecondFactor, sendEmailCode } from '#src/account/factors/index.js'
 
 type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'mailer' | 'passwords'>
 
-export default (api: Server, services: Deps) =>
-  api.com.atproto.server.createSession<AuthFor<'com.atproto.server.createSession'>>(async ({ input, req }) => {
-    const { db, config, tokenKeys } = services
-    const { identifier, password, authFactorToken, allowTakendown } = input.body
-    const result = await login(db, { identifier, password, appPasswords: true, allowTakendown })
-    if (!result.ok) {
-      if (result.why === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
-      throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
-    }
-    const { account, appPassword } = result
-    if (!appPassword) await secondFactor(services, account, authFactorToken, req)
+export default method('com.atproto.server.createSession', (services: Deps) => async ({ input, req }) => {
+  const { db, config, tokenKeys } = services
+  const { identifier, password, authFactorToken, allowTakendown } = input.body
+  const result = await login(db, { identifier, password, appPasswords: true, allowTakendown })
+  if (!result.ok) {
+    if (result.why === 'takendown') throw xrpcError('AccountTakedown', 'Account has been taken down')
+    throw xrpcError('AuthenticationRequired', 'Invalid identifier or password')
+  }
+  const { account, appPassword } = result
+  if (!appPassword) await secondFactor(services, account, authFactorToken, req)
 
-    // a taken-down account's session (allowTakendown) reaches only what its row admits: reporting
-    const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen, { takendown: result.takendown })
-    await storeRefreshRecord(db, {
-      jti: tokens.refreshJti,
-      did: account.did,
-      expiresAt: tokens.refreshExpiresAt,
-      appPasswordName: appPassword?.name ?? null,
-    })
-    return {
-      encoding: 'application/json',
-      body: {
-        accessJwt: tokens.accessJwt,
-        refreshJwt: tokens.refreshJwt,
-        ...(await sessionView(db, account, config.publicUrl)),
-      },
-    }
+  // a taken-down account's session (allowTakendown) reaches only what its row admits: reporting
+  const tokens = await mintPair(tokenKeys, account.did, appPassword, account.credential_gen, { takendown: result.takendown })
+  await storeRefreshRecord(db, {
+    jti: tokens.refreshJti,
+    did: account.did,
+    expiresAt: tokens.refreshExpiresAt,
+    appPasswordName: appPassword?.name ?? null,
   })
+  return {
+    encoding: 'application/json',
+    body: {
+      accessJwt: tokens.accessJwt,
+      refreshJwt: tokens.refreshJwt,
+      ...(await sessionView(db, account, config.publicUrl)),
+    },
+  }
+})
 
 /** returns when the account needs no second factor or `token` is a valid one; throws otherwise */
 async function secondFactor(services: Deps, account: AccountRow, token: string | undefined, req: Request) {

@@ -3,16 +3,14 @@
 // that one is confirmed (whoever holds the address on file approves the change), else to the new
 // one. Without: the official flow, a token to the current address when it is confirmed
 // (`tokenRequired`), nothing otherwise.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { requestEmailChange, sendEmailUpdateToken } from '../../../../account/email-requests.js'
+import { method } from '#src/api/method.js'
+import type { Services } from '#src/context.js'
+import { requestEmailChange, sendEmailUpdateToken } from '#src/account/email-requests.js'
 
-export default (api: Server, deps: Pick<Services, 'db' | 'mailer'>) =>
-  api.com.atproto.server.requestEmailUpdate<AuthFor<'com.atproto.server.requestEmailUpdate'>>(async ({ auth, input }) => {
-    const { account } = auth.credentials
-    const wanted = input.body?.email
-    const tokenRequired =
-      wanted !== undefined ? (await requestEmailChange(deps, account, wanted), true) : await sendEmailUpdateToken(deps, account)
-    return { encoding: 'application/json', body: { tokenRequired } }
-  })
+export default method('com.atproto.server.requestEmailUpdate', (deps: Pick<Services, 'db' | 'mailer'>) => async ({ auth, input }) => {
+  const { account } = auth.credentials
+  const wanted = input.body?.email
+  const tokenRequired =
+    wanted !== undefined ? (await requestEmailChange(deps, account, wanted), true) : await sendEmailUpdateToken(deps, account)
+  return { encoding: 'application/json', body: { tokenRequired } }
+})

@@ -6,16 +6,18 @@
 // and leaves the token in place. `emailAuthFactor` with the current address switches sign-in codes
 // (the official flow: requestEmailUpdate's token, then the same address with the flag). Either
 // change is mailed to the address the account had.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
-import { xrpcError } from '../../../../errors.js'
-import { changeEmail } from '../../../../account/email.js'
+import { method } from '#src/api/method.js'
+import type { Services } from '#src/context.js'
+import { xrpcError } from '#src/errors.js'
+import { changeEmail } from '#src/account/email.js'
 
-export default (api: Server, deps: Pick<Services, 'db' | 'mailer' | 'config' | 'logger'>) =>
-  api.com.atproto.server.updateEmail<AuthFor<'com.atproto.server.updateEmail'>>(async ({ auth, input }) => {
-    const { did, email_confirmed_at } = auth.credentials.account
-    const { token, email, emailAuthFactor } = input.body
-    if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')
-    await changeEmail(deps, did, { token, email, emailAuthFactor })
-  })
+export default method(
+  'com.atproto.server.updateEmail',
+  (deps: Pick<Services, 'db' | 'mailer' | 'config' | 'logger'>) =>
+    async ({ auth, input }) => {
+      const { did, email_confirmed_at } = auth.credentials.account
+      const { token, email, emailAuthFactor } = input.body
+      if (!token && email_confirmed_at) throw xrpcError('TokenRequired', 'Confirmed addresses change with a token from requestEmailUpdate')
+      await changeEmail(deps, did, { token, email, emailAuthFactor })
+    },
+)

@@ -1,13 +1,10 @@
 // com.atproto.sync.getCheckout (deprecated, still called by older tools): the current commit, its
 // tree and records as a CAR. Only the current tree's blocks are stored, so it is getRepo without
 // `since`.
-import type { Server } from '../../../../generated/server/index.js'
-import type { Services } from '../../../../context.js'
-import { repoCarStream } from '../../../../repo/repo-car.js'
-import type { AuthFor } from '../../../../auth/verifier.js'
+import { method } from '#src/api/method.js'
+import { repoCarStream } from '#src/repo/repo-car.js'
 
-export default (api: Server, { db }: Pick<Services, 'db'>) =>
-  api.com.atproto.sync.getCheckout<AuthFor<'com.atproto.sync.getCheckout'>>(async ({ params }) => ({
-    encoding: 'application/vnd.ipld.car',
-    body: await repoCarStream(db, params.did),
-  }))
+export default method('com.atproto.sync.getCheckout', ({ db }) => async ({ params }) => ({
+  encoding: 'application/vnd.ipld.car',
+  body: await repoCarStream(db, params.did),
+}))
