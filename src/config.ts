@@ -208,6 +208,7 @@ const vars = {
   PDS_BLOBSTORE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
   PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS: int(1, 3_600_000).default(20_000),
+  PDS_BLOBSTORE_S3_TIMEOUT_MS: int(1, 600_000).default(10_000),
   PDS_BACKUP_S3_BUCKET: z.string().min(3).optional(),
   PDS_BACKUP_ENCRYPTION_KEY: key256.optional(),
   PDS_BACKUP_ENCRYPTION_KEY_PREVIOUS: key256.optional(),
@@ -455,6 +456,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           accessKeyId: v.PDS_BLOBSTORE_S3_ACCESS_KEY_ID,
           secretAccessKey: v.PDS_BLOBSTORE_S3_SECRET_ACCESS_KEY,
           uploadTimeoutMs: v.PDS_BLOBSTORE_S3_UPLOAD_TIMEOUT_MS,
+          requestTimeoutMs: v.PDS_BLOBSTORE_S3_TIMEOUT_MS,
           nameservers: v.PDS_DNS_NAMESERVERS,
         }
       : undefined,

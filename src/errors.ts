@@ -73,13 +73,19 @@ const named = {
   // shared state this server depends on (the DPoP replay store in Redis, the database) is not
   // answering right now; the request did nothing and may be retried
   TemporarilyUnavailable: 503,
+  // the disk under the data directory or the blob store is full: nothing was written; 503 rather
+  // than 507, which clients know no name for and report as an internal error
+  InsufficientStorage: 503,
 } as const
 
 export type ErrorName = keyof typeof named
 
-/** `xrpcError('ExpiredToken', 'Token has been revoked')`; `status` overrides where one method answers another */
-export function xrpcError(name: ErrorName, message: string, status?: number): XRPCError {
-  return new XRPCError(status ?? named[name], message, name)
+/**
+ * `xrpcError('ExpiredToken', 'Token has been revoked')`; `status` overrides where one method answers
+ * another; `cause`, what went wrong underneath, is logged, never sent
+ */
+export function xrpcError(name: ErrorName, message: string, status?: number, cause?: unknown): XRPCError {
+  return new XRPCError(status ?? named[name], message, name, cause === undefined ? undefined : { cause })
 }
 
 /**
@@ -97,4 +103,15 @@ export function statusGateError(status: string): XRPCError {
     default:
       return xrpcError('AccountSuspended', 'Account is suspended')
   }
+}
+
+// ENOSPC/EDQUOT from the file system, EFBIG past a file size limit, SQLite's and PostgreSQL's disk full
+const DISK_FULL = new Set(['ENOSPC', 'EDQUOT', 'EFBIG', 'SQLITE_FULL', '53100'])
+
+/** true when `err` (or what it wraps) says the storage under a write is full */
+export function isDiskFull(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
+    if (typeof e.code === 'string' && DISK_FULL.has(e.code)) return true
+  }
+  return false
 }

@@ -12,6 +12,7 @@ import type { Config } from './config.js'
 import { tokenKeys } from './auth/session-tokens.js'
 import type { Services, TestHooks } from './context.js'
 import { isConnectionLost, openDb } from './db/index.js'
+import { isDiskFull, xrpcError } from './errors.js'
 import { raiseEventSeq } from './db/dialect.js'
 import { createServer as createXrpcServer } from './generated/server/index.js'
 import { createLogger, type Logger } from './logger.js'
@@ -466,6 +467,17 @@ function toXrpcError(err: unknown, logger: Logger): XRPCError {
       return new XRPCError(400, http.message || 'Malformed request', 'InvalidRequest')
     }
   }
+  // a named error thrown on purpose; what it wraps (a store's failure underneath) is for the log only
+  if (err instanceof XRPCError && err.statusCode !== 500) {
+    const under = err.cause
+    if (err.statusCode >= 502 && under !== undefined) {
+      logger.warn(
+        { err: under instanceof Error ? `${under.name}: ${under.message}` : JSON.stringify(under), error: err.error },
+        err.message,
+      )
+    }
+    return err
+  }
   // PostgreSQL refuses text holding a NUL character (SQLite stores it): only a request can have
   // put one there, and the statement's transaction is rolled back, so it is the client's error
   const pgCode = (cause as { code?: unknown } | null)?.code
@@ -477,6 +489,10 @@ function toXrpcError(err: unknown, logger: Logger): XRPCError {
   if (!(cause instanceof XRPCError) && isConnectionLost(cause)) {
     logger.warn({ err: String(cause) }, 'database connection lost during a request')
     return new XRPCError(503, 'Database connection lost; try again', 'TemporarilyUnavailable')
+  }
+  if (!(cause instanceof XRPCError) && isDiskFull(cause)) {
+    logger.error({ err: String(cause) }, 'disk full: a write was refused')
+    return xrpcError('InsufficientStorage', 'The server is out of storage space; nothing was written. Try again later')
   }
   const x = XRPCError.fromError(err)
   if (x.statusCode === 500) logger.error({ err }, 'unhandled error')

@@ -167,8 +167,9 @@ class GroupCommitDriver implements Driver {
 
   async rollbackTransaction(conn: DatabaseConnection) {
     // let go early means COMMIT went through and only its fsync failed: nothing to undo, and
-    // another request may hold the database by now
-    if ((conn as Connection).holding) await conn.executeQuery(CompiledQuery.raw('rollback'))
+    // another request may hold the database by now. A disk-full or I/O error may have ended the
+    // transaction already (SQLite rolls back by itself): a second rollback would hide that error
+    if ((conn as Connection).holding && this.state.db.inTransaction) await conn.executeQuery(CompiledQuery.raw('rollback'))
   }
 
   async releaseConnection(conn: DatabaseConnection) {

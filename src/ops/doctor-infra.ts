@@ -68,7 +68,7 @@ export async function checkBuckets(config: Config, add: Add) {
       add('backup-bucket', 'ok', `S3 bucket "${b.bucket}" took, gave back and deleted a probe object in ${ms(t0)}`)
     } catch (err) {
       // the same words as for the blob bucket, with the backup variables
-      const line = explainStartError('blobstore', err, { ...config, blobS3: { ...b, uploadTimeoutMs: 0 } })
+      const line = explainStartError('blobstore', err, { ...config, blobS3: { ...b, uploadTimeoutMs: 0, requestTimeoutMs: 0 } })
       add('backup-bucket', 'fail', line.replace(/PDS_BLOBSTORE_S3_/g, 'PDS_BACKUP_S3_'))
     }
   }
