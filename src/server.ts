@@ -130,9 +130,15 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
       : undefined
   await wakeup?.start()
   const outbound = new OutboundGuard({ devMode: config.devMode, nameservers: config.dnsNameservers })
-  // one connection for shared state (rate-limit counters); commands fail fast while it is down
+  // one connection for shared state (rate-limit counters); commands fail fast while it is down,
+  // and within 2 s while it hangs with the connection open (the limits then let the request through)
   const redis = config.redisUrl
-    ? new (await import('ioredis')).Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
+    ? new (await import('ioredis')).Redis(config.redisUrl, {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        lazyConnect: false,
+        commandTimeout: 2000,
+      })
     : undefined
   redis?.on('error', (err) => logger.warn({ err: String(err) }, 'redis error'))
   if (redis) await stage('redis', config, () => redisReady(redis))

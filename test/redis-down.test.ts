@@ -1,7 +1,8 @@
 // Redis going away under a server that uses it for the DPoP replay store and the rate limits:
 // DPoP-bound requests are refused with a clear temporary error (fail closed: a replay could not be
 // told from a fresh proof), password sessions keep working (the rate limits let requests
-// through), and DPoP works again once Redis is back. Runs its own redis-server on a free port.
+// through), and DPoP works again once Redis is back; the same, within a bound, when Redis hangs
+// without closing its connections. Runs its own redis-server on a free port.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, freePort, startTestPds, xrpc, type TestPds } from './harness.js'
@@ -108,5 +109,46 @@ d('Redis down', () => {
     }
     expect(again).toBe(200)
     expect((await refreshGrant(s, key, tokens.refresh_token)).status).toBe(200)
+  })
+
+  it('answers within a bound while Redis hangs: password sessions and writes go on, DPoP is refused, both recover', async () => {
+    const created = await xrpc(pds.url, 'com.atproto.server.createAccount', {
+      body: { handle: 'redishang.test', email: 'redishang@example.com', password: 'redis hang pw' },
+    })
+    expect(created.status).toBe(200)
+    const key: DpopKey = await dpopKey()
+    const s = { url: pds.url, publicUrl: publicUrl() }
+    const { code, verifier } = await authorize(s, key, { handle: 'redishang.test', password: 'redis hang pw' })
+    const tokens = (await exchange(s, key, code, verifier)).json
+
+    // stopped, not gone: connections stay open and commands go unanswered
+    redis.child.kill('SIGSTOP')
+    try {
+      let t0 = Date.now()
+      const login = await xrpc(pds.url, 'com.atproto.server.createSession', {
+        body: { identifier: 'redishang.test', password: 'redis hang pw' },
+      })
+      expect(login.status).toBe(200)
+      const w = await xrpc(pds.url, 'com.atproto.repo.createRecord', {
+        headers: { authorization: `Bearer ${login.body.accessJwt}` },
+        body: { repo: created.body.did, collection: 'com.example.redis', record: { $type: 'com.example.redis', hung: true } },
+      })
+      expect(w.status).toBe(200)
+      // each waits out the 2 s command timeout once at most
+      expect(Date.now() - t0).toBeLessThan(10_000)
+      t0 = Date.now()
+      const refused = await dpopGet(s, key, tokens.access_token, 'com.atproto.server.getSession')
+      expect([refused.status, refused.json.error]).toEqual([503, 'TemporarilyUnavailable'])
+      expect(Date.now() - t0).toBeLessThan(8000)
+    } finally {
+      redis.child.kill('SIGCONT')
+    }
+    let again = 0
+    for (let i = 0; i < 100; i++) {
+      again = (await dpopGet(s, key, tokens.access_token, 'com.atproto.server.getSession')).status
+      if (again === 200) break
+      await sleep(100)
+    }
+    expect(again).toBe(200)
   })
 })
