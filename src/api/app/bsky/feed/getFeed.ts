@@ -2,8 +2,8 @@
 // with the viewer's token, so the token is minted for the generator (`aud` the `did` of the
 // feed's generator record, read through the AppView; `lxm` getFeedSkeleton), and the call goes to
 // the AppView (or the service an `atproto-proxy` header names) with it, as the reference PDS does.
-import { method } from '#src/api/method.js'
 import { AtUri } from '@atproto/syntax'
+import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
 import { xrpcError } from '#src/errors.js'
 import { forwardCall } from '#src/proxy/call.js'

@@ -2,8 +2,8 @@
 // document (a PLC operation signed with this server's rotation key, and an #identity event). The
 // key this server signs commits with is not changed: the operator uses this when that key lives
 // elsewhere, as during a migration or a recovery.
-import { method } from '#src/api/method.js'
 import { parseDidKey } from '@atproto/crypto'
+import { method } from '#src/api/method.js'
 import { undeletedAccountByDid } from '#src/account/admin-views.js'
 import { xrpcError } from '#src/errors.js'
 import { setSigningKey } from '#src/identity/amend.js'

@@ -1,8 +1,8 @@
 // com.atproto.repo.uploadBlob: streamed to the blob store under PDS_BLOB_UPLOAD_LIMIT (413 beyond);
 // the MIME type is the request's.
-import { method } from '#src/api/method.js'
 import { BlobRef } from '@atproto/lexicon'
 import { CID } from 'multiformats/cid'
+import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
 import { storeUpload } from '#src/repo/blobs.js'
 import { decodedBody } from '#src/api/request-body.js'

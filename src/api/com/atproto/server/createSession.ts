@@ -8,8 +8,8 @@
 // email codes are on); with one, a wrong or used code is 400 InvalidToken, a late email code 400
 // ExpiredToken. Each code checked also spends the login budgets by DID and address. A taken-down
 // account is 401 AccountTakedown, unless `allowTakendown` asks for a session it can only report with.
-import { method } from '#src/api/method.js'
 import type { Request } from 'express'
+import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
 import { xrpcError } from '#src/errors.js'
 import { login } from '#src/account/login.js'

@@ -1,9 +1,9 @@
 // com.atproto.sync.getBlocks: the named blocks of the repository as a CAR; any unknown CID fails
 // the call, and so does the value of a taken-down record, which is not served apart from the
 // whole repository (getRepo).
-import { method } from '#src/api/method.js'
 import { blocksToCarFile } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
+import { method } from '#src/api/method.js'
 import { xrpcError } from '#src/errors.js'
 import { syncRepo } from '#src/repo/read.js'
 import { SqlRepoStorage } from '#src/repo/storage.js'

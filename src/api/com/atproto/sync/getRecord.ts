@@ -1,7 +1,7 @@
 // com.atproto.sync.getRecord: a CAR proving the record's presence (or absence) under the current
 // commit: the commit, the MST path and the record block. A taken-down record is not served.
-import { method } from '#src/api/method.js'
 import { Readable } from 'node:stream'
+import { method } from '#src/api/method.js'
 import { checkCollection, checkRkey } from '#src/repo/prepare.js'
 import { recordProofCar } from '#src/repo/repo-car.js'
 
