@@ -2,6 +2,7 @@
 // (no cookies are ever honoured there, so a wildcard without credentials is safe); the HTML pages
 // stay same-origin and may not be framed (a framed sign-in form invites clickjacking).
 import type { NextFunction, Request, Response } from 'express'
+import { isPlcRead } from './local-plc.js'
 
 const OAUTH_API = new Set([
   '/.well-known/oauth-protected-resource',
@@ -38,10 +39,11 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
-export function browserHeaders() {
+/** `plcReads`: the server answers PLC directory reads from its local log, for browser apps too */
+export function browserHeaders(opts: { plcReads?: boolean } = {}) {
   return (req: Request, res: Response, next: NextFunction) => {
     const path = pathOf(req.url)
-    if (path.startsWith('/xrpc/') || OAUTH_API.has(path)) {
+    if (path.startsWith('/xrpc/') || OAUTH_API.has(path) || (opts.plcReads && isPlcRead(path))) {
       res.setHeader('Access-Control-Allow-Origin', '*')
       if (req.method !== 'OPTIONS') {
         res.setHeader('Access-Control-Expose-Headers', EXPOSE_HEADERS)

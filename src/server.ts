@@ -33,6 +33,7 @@ import { accountPages } from './web/account/index.js'
 import { openBlobStore } from './repo/blobstore-open.js'
 import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
 import { wellKnownRoutes } from './well-known.js'
+import { localPlcRoutes } from './local-plc.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
 import { deliverCommittedEvents } from './sequencer/local.js'
 import { PgEventWakeup } from './sequencer/wakeup.js'
@@ -188,7 +189,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(requestLog(logger))
   app.use(metrics.middleware((nsid) => known.has(nsid)))
   // first of the routes: every API answer, errors and proxied calls included, carries it
-  app.use(browserHeaders())
+  app.use(browserHeaders({ plcReads: !config.plcUrl }))
   app.use(dpopNonceHeader(services.oauth.nonces))
   if (config.metrics && !config.metricsPort) app.get('/metrics', metricsRoute(metrics))
   app.use(skipForXrpc(wellKnownRoutes(services, version), ['/xrpc/_health']))
@@ -198,6 +199,8 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   app.use(skipForXrpc(homeRoutes(config)))
   app.use(skipForXrpc(oauthRoutes(services)))
   app.use(skipForXrpc(accountPages(services)))
+  // only while the DIDs live in the local log: with a directory configured, it answers these
+  if (!config.plcUrl) app.use(skipForXrpc(localPlcRoutes(services)))
   app.use(optionalBodies)
   // raw inputs (uploadBlob, importRepo) stay streams whatever their Content-Type: a JSON file
   // uploaded as a blob is bytes to store, not a body to parse. Paths match in any letter case,

@@ -118,10 +118,22 @@ export async function startBrowserPlc(pds: () => TestPds): Promise<{ url: string
   }
 }
 
-/** evaluates `expr` in the page once it is truthy, within `timeout` ms */
+/**
+ * evaluates `expr` in the page once it is truthy, within `timeout` ms. Polled from here, not with
+ * waitForFunction: its in-page poller evals the string, which the sign-in page's CSP refuses.
+ */
 export async function waitFor<T>(page: Page, expr: string, timeout = 20_000): Promise<T> {
-  await page.waitForFunction(expr, undefined, { timeout, polling: 100 })
-  return page.evaluate<T>(expr)
+  const deadline = Date.now() + timeout
+  for (;;) {
+    // a navigation in progress has no document to ask yet
+    const value = await page.evaluate<T>(expr).catch((err: Error) => {
+      if (/context was destroyed|navigat/i.test(err.message)) return undefined
+      throw err
+    })
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`not true within ${timeout} ms: ${expr}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
 }
 
 /**
@@ -131,7 +143,7 @@ export async function waitFor<T>(page: Page, expr: string, timeout = 20_000): Pr
  */
 export async function signInThroughPages(
   page: Page,
-  opts: { pds: TestPds; appOrigin: string; handle: string; password: string; beforeAccept?: (page: Page) => Promise<void> },
+  opts: { pds: Pick<TestPds, 'env'>; appOrigin: string; handle: string; password: string; beforeAccept?: (page: Page) => Promise<void> },
 ) {
   const authorize = opts.pds.env.PDS_PUBLIC_URL + '/oauth/authorize'
   await page.evaluate((handle) => void (globalThis as any).signIn(handle), opts.handle)

@@ -54,6 +54,11 @@ export async function latestOp(db: Store, did: string): Promise<{ seq: number; o
   return row && { seq: row.seq, op: JSON.parse(row.operation) }
 }
 
+/** every operation of `did` in the local log, oldest first */
+export async function opLog(db: Store, did: string) {
+  return db.selectFrom('plc_operation').select(['cid', 'operation', 'created_at']).where('did', '=', did).orderBy('seq', 'asc').execute()
+}
+
 export type DidDocument = {
   '@context': string[]
   id: string
