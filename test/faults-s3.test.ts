@@ -1,7 +1,8 @@
 // The S3 bucket slow or unreachable: the blob store's requests go through a gate in front of an
 // S3-protocol server (s3rver, on loopback) that can stop answering or refuse connections. An
-// upload the bucket does not take answers 504 UpstreamTimeout or 502 UpstreamFailure within the
-// store's deadlines and records nothing; getBlob answers the same; both work again once it is back.
+// upload the bucket does not take answers 504 UpstreamTimeout (no answer) or 503
+// TemporarilyUnavailable (refused: try again) within the store's deadlines and records nothing;
+// getBlob answers 504 or 502 UpstreamFailure; both work again once it is back.
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import { createHash } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
@@ -126,7 +127,7 @@ describe('S3 bucket slow or unreachable', () => {
 
   for (const [mode, status, error] of [
     ['hang', 504, 'UpstreamTimeout'],
-    ['refuse', 502, 'UpstreamFailure'],
+    ['refuse', 503, 'TemporarilyUnavailable'],
   ] as const) {
     it(`answers uploadBlob ${status} ${error} when the bucket ${mode === 'hang' ? 'stops answering' : 'refuses connections'}, and records nothing`, async () => {
       const bytes = unique(`upload while ${mode}`)

@@ -5,6 +5,8 @@ import type { Db } from '../db/index.js'
 import type { Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
 import { exec } from '../db/raw.js'
+import { XRPCError } from '@atproto/xrpc-server'
+import { xrpcError } from '../errors.js'
 import { withCidLock } from './blobstore-gc.js'
 
 // as SQL text: Kysely compiling it on every upload cost more than running it. One write statement,
@@ -15,11 +17,20 @@ const INSERT_BLOB =
   'on conflict (did, cid) do update set created_at = excluded.created_at, ' +
   'referenced = case when excluded.referenced = 1 then 1 else blob.referenced end'
 
+// An upload the bucket refused is worth retrying as it is: the uploader hears 503 (try again
+// later), as for a bucket that timed out (504), where a read of a stored blob hears 502.
+function retryLater(err: unknown): never {
+  if (err instanceof XRPCError && err.customErrorName === 'UpstreamFailure') {
+    throw xrpcError('TemporarilyUnavailable', 'The blob store could not be reached; try the upload again later', undefined, err)
+  }
+  throw err
+}
+
 export async function storeUpload(deps: { db: Db; blobstore: BlobStore }, did: string, input: Readable, mimeType: string, limit: number) {
   const { db, blobstore } = deps
-  const staged = await blobstore.stage(input, limit)
+  const staged = await blobstore.stage(input, limit).catch(retryLater)
   try {
-    await blobstore.commit(staged)
+    await blobstore.commit(staged).catch(retryLater)
     const now = new Date().toISOString()
     await withCidLock(db, staged.cid, async (trx) => {
       await exec(trx, db.dialect, INSERT_BLOB, [did, staged.cid, mimeType, staged.size, did, staged.cid, now])

@@ -2,7 +2,8 @@
 // in parts while it is hashed, is copied to `blocks/<cid>` once its CID is known, and the
 // temporary object is removed on discard. Several hosts can share one bucket. Every request has a
 // deadline: a bucket that stops answering fails the call with 504 UpstreamTimeout, one that refuses
-// or errs with 502 UpstreamFailure, instead of holding the caller's request open.
+// or errs with 502 UpstreamFailure (an upload turns that into 503), instead of holding the caller's
+// request open.
 import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import {
