@@ -5,6 +5,8 @@ import { ensureValidNsid } from '@atproto/syntax'
 import { registry as methodRows, type Row } from '../src/auth/registry.js'
 import { scopeFor } from '../src/auth/permissions.js'
 import { handlerMethods } from '../codegen/handlers.ts'
+import { method, type Method } from '../src/api/method.js'
+import { handlers } from '../src/generated/handlers.js'
 import { describe, startTestPds, type TestPds } from './harness.js'
 
 // looked up by arbitrary (fuzzed or listed) method ids
@@ -40,6 +42,17 @@ describe('auth registry', () => {
   it('serves exactly the methods that have a handler file under src/api/', () => {
     expect(handlerMethods().length).toBeGreaterThan(0)
     expect([...pds.methods].sort()).toEqual(handlerMethods())
+  })
+
+  it('mounts each handler file as the method its path names, and no other', () => {
+    for (const [nsid, mod] of Object.entries(handlers)) expect(mod.id).toBe(nsid)
+    // the compiler holds the rest (`make lint` type-checks this file)
+    const revoke = method('com.atproto.server.revokeAppPassword', () => async () => {})
+    // @ts-expect-error a file at getSession's path may not declare another method
+    const misplaced: Method<'com.atproto.server.getSession'> = revoke
+    // @ts-expect-error a method without a lexicon and a registry row cannot be declared
+    const unknown = method('io.example.unlisted', () => async () => {})
+    expect([misplaced.id, unknown.id]).toEqual(['com.atproto.server.revokeAppPassword', 'io.example.unlisted'])
   })
 
   it('names only valid method ids with a known check', () => {
