@@ -35,7 +35,6 @@ import { cachedBlobBytes, sweepBlobs } from './repo/blobstore-gc.js'
 import { wellKnownRoutes } from './well-known.js'
 import { localPlcRoutes } from './local-plc.js'
 import { Firehose, type FirehoseOptions } from './sequencer/firehose.js'
-import { deliverCommittedEvents } from './sequencer/local.js'
 import { PgEventWakeup } from './sequencer/wakeup.js'
 import { Crawlers, type CrawlerOptions } from './sequencer/crawlers.js'
 import { recordCrawl } from './sequencer/crawl-log.js'
@@ -117,7 +116,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
     logger.warn({ seqFloor }, 'event sequence raised to its floor: new events continue above every seq handed out before')
   }
   await firehose.start()
-  deliverCommittedEvents(db, (events) => firehose.deliverLocal(events))
+  db.firehose = (events) => firehose.deliverLocal(events)
   // several processes on one PostgreSQL: a commit anywhere wakes every process's firehose
   const wakeup =
     config.db.kind === 'postgres'

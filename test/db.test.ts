@@ -85,11 +85,11 @@ describe('store migrations', () => {
     const cfg = loadConfig(env).db
     const db = await openDb(cfg)
     // the store as it was before (no later migrations): no count, records found by CID through their own index
-    await db.schema.alterTable('repo_block').dropColumn('refs').execute()
-    await db.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
-    await db.schema.dropIndex('webauthn_challenge_expires_idx').execute()
-    await db.schema.dropIndex('account_takendown_idx').execute()
-    await db.schema.dropIndex('record_takedown_idx').execute()
+    await db.kysely.schema.alterTable('repo_block').dropColumn('refs').execute()
+    await db.kysely.schema.createIndex('record_cid_idx').on('record').columns(['did', 'cid']).execute()
+    await db.kysely.schema.dropIndex('webauthn_challenge_expires_idx').execute()
+    await db.kysely.schema.dropIndex('account_takendown_idx').execute()
+    await db.kysely.schema.dropIndex('record_takedown_idx').execute()
     await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
     // and without the columns of the later migrations, which run again in order
     for (const [table, column] of [
@@ -100,7 +100,7 @@ describe('store migrations', () => {
       ['sign_in_step', 'passkey_id'],
       ['passkey', 'confirmed_gen'],
     ] as const) {
-      await db.schema.alterTable(table).dropColumn(column).execute()
+      await db.kysely.schema.alterTable(table).dropColumn(column).execute()
     }
     const now = new Date().toISOString()
     const [a, b] = ['bafyreiaaaa', 'bafyreibbbb']

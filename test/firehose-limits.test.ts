@@ -81,7 +81,7 @@ describe('firehose replays under load', () => {
   it('keeps /xrpc/_health answering within a second while 150 clients replay the whole log without reading', async () => {
     const pds = await startTestPds({ PDS_FIREHOSE_CONNECTIONS_PER_ADDRESS: '1000' })
     const pad = 'x'.repeat(2000)
-    await pds.services.db.transaction().execute(async (tx) => {
+    await pds.services.db.transact(async (tx) => {
       for (let i = 0; i < 2000; i++) await appendEvent(tx, 'identity', `did:plc:flood${i}`, { did: `did:plc:flood${i}`, pad })
     })
     // the consumers live in another process, so the server's event loop is all this one measures

@@ -9,13 +9,10 @@ import express from 'express'
 import { createServer as createXrpcServer, type Server as XrpcServer } from '@atproto/xrpc-server'
 import type { LexiconDoc } from '@atproto/lexicon'
 import { BlockMap, CidSet } from '@atproto/repo'
-import SqliteDatabase from 'better-sqlite3'
-import { Kysely, SqliteDialect, sql, type Dialect, type Driver } from 'kysely'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterEach, expect, it } from 'vitest'
 import { capStreamFrames, exactXrpcRoutes, skipAuthResultParsing, streamServers } from '../src/patches/xrpc-server.js'
 import { blockEntries, cidStrings, installRepoPatches, libraryMatches } from '../src/patches/repo.js'
-import { afterCommit, retryTransactions } from '../src/patches/kysely.js'
 import { assertValidJsonText, jsonText } from '../src/api/json-text.js'
 import { describe } from './harness.js'
 
@@ -24,7 +21,7 @@ const pkg = (path: string) => JSON.parse(readFileSync(new URL(path, import.meta.
 describe('patched libraries', () => {
   it('are pinned to exactly the versions installed', () => {
     const deps = pkg('../package.json').dependencies
-    for (const name of ['@atproto/xrpc-server', '@atproto/repo', 'kysely', 'ws']) {
+    for (const name of ['@atproto/xrpc-server', '@atproto/repo', 'ws']) {
       expect(deps[name], name).toMatch(/^\d+\.\d+\.\d+$/)
       expect(pkg(`../node_modules/${name}/package.json`).version, name).toBe(deps[name])
     }
@@ -209,105 +206,5 @@ describe('@atproto/repo patches', () => {
     expect([...blockEntries(blocks).keys()]).toEqual([cid.toString()])
     const set = new CidSet([cid])
     expect(cidStrings(set)).toEqual([cid.toString()])
-  })
-})
-
-// SQLite in memory, with a commit that fails once when `failCommit` is set
-function flakyDb(state: { failCommit: boolean }) {
-  const base = new SqliteDialect({ database: new SqliteDatabase(':memory:') })
-  const dialect: Dialect = {
-    createAdapter: () => base.createAdapter(),
-    createIntrospector: (db) => base.createIntrospector(db),
-    createQueryCompiler: () => base.createQueryCompiler(),
-    createDriver: (): Driver => {
-      const driver = base.createDriver()
-      return {
-        init: () => driver.init(),
-        acquireConnection: () => driver.acquireConnection(),
-        beginTransaction: (c, s) => driver.beginTransaction(c, s),
-        rollbackTransaction: (c) => driver.rollbackTransaction(c),
-        releaseConnection: (c) => driver.releaseConnection(c),
-        destroy: () => driver.destroy(),
-        commitTransaction: async (c) => {
-          if (state.failCommit) {
-            state.failCommit = false
-            throw Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })
-          }
-          return driver.commitTransaction(c)
-        },
-      }
-    },
-  }
-  return new Kysely<{ t: { n: number } }>({ dialect })
-}
-
-describe('Kysely patch', () => {
-  const lost = (err: unknown) => (err as { code?: string }).code === 'ECONNRESET'
-
-  it('gives a fresh transaction builder per call, whose execute runs and commits once', async () => {
-    const db = flakyDb({ failCommit: false })
-    expect(db.transaction()).not.toBe(db.transaction())
-    expect(typeof db.transaction().execute).toBe('function')
-    await sql`create table t (n integer)`.execute(db)
-    const out = await db.transaction().execute(async (trx) => {
-      await trx.insertInto('t').values({ n: 1 }).execute()
-      return 'done'
-    })
-    expect(out).toBe('done')
-    expect(await db.selectFrom('t').selectAll().execute()).toEqual([{ n: 1 }])
-    await db.destroy()
-  })
-
-  it('runs a transaction cut off before COMMIT again, and never one cut off while committing', async () => {
-    const state = { failCommit: false }
-    const db = retryTransactions(flakyDb(state), { attempts: 3, retryable: lost })
-    await sql`create table t (n integer)`.execute(db)
-    let runs = 0
-    await db.transaction().execute(async (trx) => {
-      await trx.insertInto('t').values({ n: ++runs }).execute()
-      if (runs === 1) throw Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })
-    })
-    expect(runs).toBe(2)
-    expect(await db.selectFrom('t').select('n').execute()).toEqual([{ n: 2 }])
-
-    state.failCommit = true
-    runs = 0
-    const insert = db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('t')
-        .values({ n: 10 + ++runs })
-        .execute()
-    })
-    await expect(insert).rejects.toThrow(/Connection terminated/)
-    expect(runs).toBe(1)
-
-    runs = 0
-    await expect(
-      db.transaction().execute(async () => {
-        runs++
-        throw Object.assign(new Error('gone'), { code: 'ECONNRESET' })
-      }),
-    ).rejects.toThrow('gone')
-    expect(runs).toBe(3)
-    await db.destroy()
-  })
-
-  it('tells of each commit, with the transaction the work last ran in, and of nothing rolled back', async () => {
-    const db = retryTransactions(flakyDb({ failCommit: false }), { attempts: 3, retryable: lost })
-    const committed: unknown[] = []
-    afterCommit(db, (trx) => committed.push(trx))
-    await sql`create table t (n integer)`.execute(db)
-    const seen: unknown[] = []
-    await db.transaction().execute(async (trx) => {
-      seen.push(trx)
-      await trx.insertInto('t').values({ n: 1 }).execute()
-      if (seen.length === 1) throw Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })
-    })
-    expect(seen.length).toBe(2)
-    expect(committed.length).toBe(1)
-    expect(committed[0]).toBe(seen[1])
-    await expect(db.transaction().execute(async () => Promise.reject(new Error('no')))).rejects.toThrow('no')
-    expect(committed.length).toBe(1)
-    await db.destroy()
   })
 })

@@ -540,15 +540,13 @@ describe('write serialization and large commits', () => {
     const blocks = new BlockMap()
     const commit = await blocks.add({ did: 'did:plc:x', version: 3, rev: '3l2a', data: null, prev: null })
     const ops = Array.from({ length: 201 }, (_, i) => ({ action: 'create' as const, path: `a.b.c/${i}`, cid: commit }))
-    const small = await pds.services.db
-      .transaction()
-      .execute((trx) =>
-        appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops: ops.slice(0, 200), prevData: null }),
-      )
+    const small = await pds.services.db.transact((trx) =>
+      appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops: ops.slice(0, 200), prevData: null }),
+    )
     expect(small.type).toBe('commit')
-    const big = await pds.services.db
-      .transaction()
-      .execute((trx) => appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops, prevData: null }))
+    const big = await pds.services.db.transact((trx) =>
+      appendCommitOrSync(trx, { did: 'did:plc:x', rev: '3l2a', since: null, commit, blocks, ops, prevData: null }),
+    )
     expect(big.type).toBe('sync')
     const row = await pds.services.db.selectFrom('event').selectAll().where('seq', '=', big.seq).executeTakeFirstOrThrow()
     const body = dagCbor.decode<any>(row.payload)

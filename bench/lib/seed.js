@@ -25,7 +25,7 @@ const config = loadConfig(process.env)
 const db = await openDb(config.db)
 if (process.argv[2] === 'empty') {
   const did = process.argv[3]
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     await trx.deleteFrom('record_blob').where('did', '=', did).execute()
     await trx.deleteFrom('record').where('did', '=', did).execute()
   })
@@ -61,7 +61,7 @@ for (let start = from; start < from + count; start += BATCH) {
     )
     ops.push({ handle, signed, did: didForGenesis(signed) })
   }
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     for (const { handle, signed, did } of ops) {
       await trx
         .insertInto('account')

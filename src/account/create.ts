@@ -64,7 +64,7 @@ export async function createFreshAccount(deps: Deps, input: FreshAccountInput) {
   const now = new Date().toISOString()
 
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       // a code given is honoured (and spent) even where none is required, as the reference PDS does
       if (inviteCode) await useInviteCode(trx, inviteCode, did)
       await trx

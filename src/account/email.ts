@@ -13,7 +13,7 @@ const notAvailable = () => xrpcError('EmailNotAvailable', 'This email address is
 
 /** consumes the confirm-email token and marks the address confirmed; a miss is 401 InvalidToken */
 export async function confirmEmail(db: Db, did: string, token: string): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     const hit = await consumeEmailToken(trx, did, 'confirm-email', token)
     if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 401)
     await trx.updateTable('account').set({ email_confirmed_at: new Date().toISOString() }).where('did', '=', did).execute()
@@ -35,7 +35,7 @@ export async function changeEmail(
   const { db } = deps
   let notice: CredentialChange | undefined
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       const current = await trx
         .selectFrom('account')
         .select(['email', 'email_confirmed_at', 'email_auth_factor'])
@@ -84,7 +84,7 @@ export async function setEmail(deps: EmailDeps, did: string, email: string): Pro
   const taken = await db.selectFrom('account').select('did').where('email', '=', email).executeTakeFirst()
   if (taken && taken.did !== did) throw notAvailable()
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       await trx.updateTable('account').set({ email, email_confirmed_at: null, email_auth_factor: 0 }).where('did', '=', did).execute()
       await trx.deleteFrom('email_token').where('did', '=', did).execute()
     })

@@ -65,7 +65,7 @@ export async function createMigratingAccount(deps: Deps, input: MigratingAccount
   const passwordHash = await hashPassword(input.password!)
   const tokens = await mintPair(deps.tokenKeys, did)
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       if (inviteCode) await useInviteCode(trx, inviteCode, did)
       await insertImported(trx, { did, handle, email, passwordHash })
       await trx
@@ -117,7 +117,7 @@ export async function createServiceAuthAccount(deps: Deps, input: Omit<Migrating
   const passwordHash = await hashPassword(input.password!)
   const tokens = await mintPair(deps.tokenKeys, did)
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       if (inviteCode) await useInviteCode(trx, inviteCode, did)
       await insertImported(trx, { did, handle, email, passwordHash })
       await trx

@@ -112,7 +112,7 @@ export async function invitedBy(db: Store, did: string): Promise<InviteCodeView 
 
 /** the given codes, and every code the given accounts own, stop being honoured */
 export async function disableInviteCodes(db: Db, by: { codes: string[]; accounts: string[] }): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     if (by.codes.length) await trx.updateTable('invite_code').set({ disabled: 1 }).where('code', 'in', by.codes).execute()
     if (by.accounts.length) await trx.updateTable('invite_code').set({ disabled: 1 }).where('for_account', 'in', by.accounts).execute()
   })
@@ -164,7 +164,7 @@ export async function createInviteCodesFor(
   accounts: string[],
   opts: { hostname: string; useCount: number; count?: number },
 ): Promise<{ account: string; codes: string[] }[]> {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     const out: { account: string; codes: string[] }[] = []
     for (const account of accounts) {
       const forAccount = account === ADMIN_ACCOUNT ? undefined : account

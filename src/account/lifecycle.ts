@@ -1,7 +1,7 @@
 // Account status transitions and their `#account` / `#tombstone` events, each in
 // the transaction of the change. Updates are conditional on the status they leave, so a
 // transition that lost a race does nothing and emits nothing.
-import type { Db } from '../db/index.js'
+import type { Db, Tx } from '../db/index.js'
 import type { AccountStatus } from '../db/index.js'
 import { syncCurrentCommit } from '../repo/sync.js'
 import { xrpcError } from '../errors.js'
@@ -22,7 +22,7 @@ async function transition(trx: Store, did: string, from: AccountStatus[], to: Ac
 
 /** active → deactivated; refresh tokens stay valid */
 export const deactivate = (db: Db, did: string) =>
-  db.transaction().execute(async (trx) => {
+  db.transact(async (trx) => {
     const changed = await transition(trx, did, ['active'], 'deactivated')
     if (changed) await accountEvent(trx, did, 'deactivated')
     return changed
@@ -33,7 +33,7 @@ export const deactivate = (db: Db, did: string) =>
  * relay learns the repository an account brought along; an active account is left alone
  */
 export const activate = (db: Db, did: string) =>
-  db.transaction().execute(async (trx) => {
+  db.transact(async (trx) => {
     const changed = await transition(trx, did, ['deactivated'], 'active')
     if (changed) {
       await accountEvent(trx, did, 'active')
@@ -45,7 +45,7 @@ export const activate = (db: Db, did: string) =>
   })
 
 /** → deleted, record kept, its access ended; `#account` then `#tombstone` (call inside a transaction) */
-export async function markDeleted(trx: Store, did: string) {
+export async function markDeleted(trx: Tx, did: string) {
   const changed = await transition(trx, did, ['active', 'deactivated', 'takendown'], 'deleted')
   if (changed) {
     await endAccess(trx, did, 'deletion')
@@ -57,7 +57,7 @@ export async function markDeleted(trx: Store, did: string) {
 
 /** administrative takedown of an active or deactivated account; its access ends, so lifting it signs nobody back in */
 export const takedown = (db: Db, did: string, ref: string | null) =>
-  db.transaction().execute(async (trx) => {
+  db.transact(async (trx) => {
     const changed = await transition(trx, did, ['active', 'deactivated'], 'takendown', { takedown_ref: ref })
     if (changed) {
       await endAccess(trx, did, 'takedown')
@@ -68,7 +68,7 @@ export const takedown = (db: Db, did: string, ref: string | null) =>
 
 /** lifts a takedown: takendown → active */
 export const restore = (db: Db, did: string) =>
-  db.transaction().execute(async (trx) => {
+  db.transact(async (trx) => {
     const changed = await transition(trx, did, ['takendown'], 'active', { takedown_ref: null })
     if (changed) await accountEvent(trx, did, 'active')
     return changed
@@ -76,7 +76,7 @@ export const restore = (db: Db, did: string) =>
 
 /** the account's own deletion: consumes its delete-account token (a miss is 400 InvalidToken) and marks it deleted */
 export async function deleteWithToken(db: Db, did: string, token: string) {
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     const hit = await consumeEmailToken(trx, did, 'delete-account', token)
     if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
     await markDeleted(trx, did)
@@ -84,4 +84,4 @@ export async function deleteWithToken(db: Db, did: string, token: string) {
 }
 
 /** the operator's deletion */
-export const deleteAccount = (db: Db, did: string) => db.transaction().execute((trx) => markDeleted(trx, did))
+export const deleteAccount = (db: Db, did: string) => db.transact((trx) => markDeleted(trx, did))

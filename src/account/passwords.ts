@@ -22,7 +22,7 @@ export function checkPasswordLength(password: string): void {
 export async function changePassword(deps: PasswordDeps, did: string, password: string, by: 'owner' | 'operator'): Promise<void> {
   checkPasswordLength(password)
   const hash = await hashPassword(password)
-  await deps.db.transaction().execute(async (trx) => {
+  await deps.db.transact(async (trx) => {
     await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
     await endAccess(trx, did, 'password')
   })
@@ -36,7 +36,7 @@ export async function changePassword(deps: PasswordDeps, did: string, password: 
 export async function resetPassword(deps: PasswordDeps, token: string, password: string): Promise<void> {
   checkPasswordLength(password)
   const hash = await hashPassword(password)
-  const did = await deps.db.transaction().execute(async (trx) => {
+  const did = await deps.db.transact(async (trx) => {
     const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
     if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
     await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()

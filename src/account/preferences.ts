@@ -27,7 +27,7 @@ export async function putPreferences(db: Db, did: string, prefs: unknown[], full
     if (!allowed(type, fullAccess)) throw xrpcError('InvalidRequest', 'Do not have authorization to set preferences.')
     checked.push(p as Pref)
   }
-  await db.transaction().execute(async (tx) => {
+  await db.transact(async (tx) => {
     const existing = await tx.selectFrom('account_pref').select(['id', 'name']).where('did', '=', did).execute()
     const replace = existing.filter((r) => inNamespace(r.name) && allowed(r.name, fullAccess)).map((r) => r.id)
     if (replace.length) await tx.deleteFrom('account_pref').where('id', 'in', replace).execute()

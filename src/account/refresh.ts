@@ -8,7 +8,7 @@ import { storeRefreshRecord, takeRefreshRecord, type AccountRow } from './store.
 
 /** spends refresh token `jti` of `account` and mints its successor pair */
 export async function rotateRefreshToken(deps: { db: Db; tokenKeys: TokenKeys }, account: AccountRow, jti: string) {
-  return deps.db.transaction().execute(async (trx) => {
+  return deps.db.transact(async (trx) => {
     const taken = await takeRefreshRecord(trx, jti)
     if (!taken) throw xrpcError('ExpiredToken', 'Token has been revoked')
     // the app password name stays with the session through every rotation; a revoked app

@@ -10,7 +10,7 @@ import { endAccess } from './end-access.js'
 
 export async function revokeAccountCredentials(db: Db, did: string) {
   const unusable = await hashPassword(randomBytes(32).toString('base64url'))
-  await db.transaction().execute(async (trx: Store) => {
+  await db.transact(async (trx: Store) => {
     await trx.updateTable('account').set({ password_hash: unusable }).where('did', '=', did).execute()
     await endAccess(trx, did, 'revoke')
   })

@@ -20,7 +20,7 @@ export type OAuthTokenRef = { jkt: string; iat: number }
 
 /** a revoked app password: its sessions end, and its live access tokens with them */
 export async function endAppPasswordSessions(db: Db, did: string, name: string): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     // concurrent revocations queue on the account row, so none loses the other's entry
     const row = await lockingRead(
       db.dialect,
@@ -84,7 +84,7 @@ export async function endGrant(db: Db, did: string, jti: string, accessTtlS: num
 }
 
 async function endGrants(db: Db, did: string, accessTtlS: number, remove: (trx: Store) => Promise<{ dpop_jkt: string | null }[]>) {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     // concurrent revocations queue on the account row, so none loses the other's entry
     const row = await lockingRead(db.dialect, trx.selectFrom('account').select('revoked_grants').where('did', '=', did)).executeTakeFirst()
     if (!row) return 0

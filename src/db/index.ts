@@ -15,7 +15,7 @@ import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
 import { openSqlite, type SqliteHooks } from './dialect-sqlite.js'
-import { retryTransactions } from '../patches/kysely.js'
+import { Db } from './store.js'
 import type { Schema } from './schema.js'
 import type { Dialect } from './dialect.js'
 import { limitSnapshots, postgresSnapshot, sqliteSnapshots, type Snapshot } from './snapshot.js'
@@ -39,18 +39,7 @@ import * as m019 from './migrations/019-takedown-indexes.js'
 import * as m020 from './migrations/020-sign-in-flow.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
-export type Db = Kysely<Schema> & {
-  dialect: Dialect
-  /** PostgreSQL only: for pool metrics */
-  pool?: pg.Pool
-  /**
-   * resolves once every transaction committed so far is on disk: for readers that pass rows on
-   * to others (the firehose). A writer's own call already waits for its commit to be durable.
-   */
-  durable: () => Promise<void>
-  /** a consistent read-only view that does not hold writers up, until its `end` (db/snapshot.ts) */
-  snapshot: () => Promise<Snapshot>
-}
+export { Db, type Tx, type Writer } from './store.js'
 // Store is imported from schema.ts itself: one module names it
 export type {
   AccountStatus,
@@ -142,19 +131,20 @@ export async function openDb(cfg: Config['db'], opts: SqliteHooks = {}): Promise
     // client is idle): the loss surfaces on the next query, and the pool drops the client
     pool.on('connect', (client) => client.on('error', () => {}))
     pgPool = pool
-    // a transaction cut off before COMMIT rolled back in full: run it again on a fresh connection
-    db = retryTransactions(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), {
-      attempts: TX_ATTEMPTS,
-      retryable: isConnectionLost,
-    })
+    db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) })
   }
-  const dialect: Dialect = cfg.kind === 'sqlite' ? 'sqlite' : 'postgres'
-  const out = Object.assign(db, { dialect, pool: pgPool, durable, snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4) })
+  const out = new Db({
+    kysely: db,
+    dialect: cfg.kind,
+    pool: pgPool,
+    durable,
+    snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4),
+    // a transaction cut off before COMMIT rolled back in full: run it again on a fresh connection
+    retryable: isConnectionLost,
+  })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
 }
-
-const TX_ATTEMPTS = 3
 
 /**
  * true when `err` says the database connection went away (the server restarted, an operator ran
@@ -195,7 +185,7 @@ async function migrate(db: Db, schema?: string) {
   // Kysely's PostgreSQL introspection reads every schema of the database; one dropped meanwhile
   // (another server sharing the database going away) fails the query with 3F000. Try again.
   for (let attempt = 1; ; attempt++) {
-    const { error } = await new Migrator({ db, provider, migrationTableSchema: schema }).migrateToLatest()
+    const { error } = await new Migrator({ db: db.kysely, provider, migrationTableSchema: schema }).migrateToLatest()
     if (!error) return
     const e = error as { code?: string; message?: string }
     const otherSchemaGone = e.code === '3F000' && !!schema && !e.message?.includes(`"${schema}"`)

@@ -1,6 +1,6 @@
 // Row types of the store. Timestamps are ISO 8601 strings and flags are 0/1 integers on both
 // dialects, so rows read the same from SQLite and PostgreSQL.
-import type { Generated, Kysely, Transaction } from 'kysely'
+import type { Generated, Kysely } from 'kysely'
 
 export type AccountStatus = 'active' | 'deactivated' | 'takendown' | 'deleted'
 export type MigrationState = 'none' | 'migrating-out' | 'migrating-in'
@@ -320,5 +320,11 @@ export interface Schema {
   webauthn_challenge: WebauthnChallengeTable
 }
 
-/** the database or a transaction on it: what every query helper runs on */
-export type Store = Kysely<Schema> | Transaction<Schema>
+/**
+ * the database (db/store.ts) or a transaction on it: what every query helper runs on, the parts
+ * of Kysely's query builder both offer
+ */
+export type Store = Pick<
+  Kysely<Schema>,
+  'selectFrom' | 'selectNoFrom' | 'insertInto' | 'updateTable' | 'deleteFrom' | 'with' | 'fn' | 'executeQuery' | 'getExecutor'
+>

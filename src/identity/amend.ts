@@ -2,8 +2,7 @@
 // server's rotation key, its #identity event, and (in directory mode) its publication, all inside
 // the caller's transaction so a refused publication leaves nothing behind.
 import type { Keypair } from '@atproto/crypto'
-import { isUniqueViolation, type Db } from '../db/index.js'
-import type { Store } from '../db/schema.js'
+import { isUniqueViolation, type Db, type Tx } from '../db/index.js'
 import { xrpcError } from '../errors.js'
 import { identityEvent } from '../sequencer/index.js'
 import { currentOp } from './control.js'
@@ -13,7 +12,7 @@ import { appendOp, opCid, signOp, type UnsignedPlcOp } from './plc.js'
 export type AmendDeps = { rotationKey: Keypair; plcUrl?: string }
 
 export async function amendPlcOp(
-  trx: Store,
+  trx: Tx,
   did: string,
   { rotationKey, plcUrl }: AmendDeps,
   change: (prev: UnsignedPlcOp) => Partial<UnsignedPlcOp>,
@@ -41,7 +40,7 @@ export async function amendPlcOp(
  */
 export async function setHandle(db: Db, did: string, handle: string, deps: AmendDeps) {
   try {
-    await db.transaction().execute(async (trx) => {
+    await db.transact(async (trx) => {
       await trx.updateTable('account').set({ handle }).where('did', '=', did).execute()
       const current = await currentOp(trx, deps.plcUrl, did)
       if (current?.op.alsoKnownAs.find((a) => a.startsWith('at://')) === `at://${handle}`) {
@@ -65,9 +64,7 @@ export async function setHandle(db: Db, did: string, handle: string, deps: Amend
 
 /** names `signingKey` (a did:key) as the DID's atproto verification method */
 export async function setSigningKey(db: Db, did: string, signingKey: string, handle: string, deps: AmendDeps) {
-  await db
-    .transaction()
-    .execute((trx) =>
-      amendPlcOp(trx, did, deps, (prev) => ({ verificationMethods: { ...prev.verificationMethods, atproto: signingKey } }), handle),
-    )
+  await db.transact((trx) =>
+    amendPlcOp(trx, did, deps, (prev) => ({ verificationMethods: { ...prev.verificationMethods, atproto: signingKey } }), handle),
+  )
 }

@@ -95,7 +95,7 @@ async function importBlocks(deps: Deps, did: string, commit: Commit | undefined,
   let recordCount = 0
   for (const row of importRows(blocks, dataRoot)) if (row.leaf) recordCount++
 
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     // the account row always exists (repo_root may not yet): concurrent imports queue on it
     await lockingRead(db.dialect, trx.selectFrom('account').select('did').where('did', '=', did)).executeTakeFirst()
     if (await hasRecords(trx, did)) throw repoNotEmpty()

@@ -49,7 +49,7 @@ export async function signPlcOperation(deps: Deps, account: AccountRow, input: O
       ? await resolveExternalHandle(deps.outbound, wanted, { fresh: true })
       : undefined
   try {
-    return await db.transaction().execute(async (trx) => {
+    return await db.transact(async (trx) => {
       if (!(await consumeEmailToken(trx, did, 'plc-operation-signature', input.token!))) {
         throw xrpcError('InvalidToken', 'Token is invalid or expired')
       }
@@ -217,7 +217,7 @@ export async function submitPlcOperation(deps: Omit<Deps, 'outbound'>, account: 
     prev: op.prev,
     sig: op.sig,
   }
-  await db.transaction().execute(async (trx) => {
+  await db.transact(async (trx) => {
     const latest = await latestOp(trx, did)
     await appendOp(trx, did, latest ? latest.seq + 1 : 0, signed)
     await identityEvent(trx, did, account.handle)

@@ -44,7 +44,7 @@ export async function dropRequest(db: Store, requestUri: string): Promise<void> 
 export async function issueCode(db: Db, request: OAuthRequest, did: string, code: string, expiresAt: string): Promise<boolean> {
   // expired and used codes are useless: sweep them as new ones are issued
   await db.deleteFrom('oauth_code').where('expires_at', '<', nowIso()).execute()
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     const gone = await trx
       .deleteFrom('oauth_request')
       .where('request_uri', '=', request.request_uri)
@@ -94,7 +94,7 @@ export async function redeemCode<E, P extends MintedPair>(
   mint: (credentialGen: number) => Promise<P>,
 ): Promise<Redeemed<E, P>> {
   const now = nowIso()
-  return db.transaction().execute(async (trx): Promise<Redeemed<E, P>> => {
+  return db.transact(async (trx): Promise<Redeemed<E, P>> => {
     const marked = await trx
       .updateTable('oauth_code')
       .set({ used: 1 })
@@ -119,7 +119,7 @@ export function getOAuthRefresh(db: Store, jti: string) {
 
 /** replaces refresh row `oldJti` by the new pair's; false when another use took it first */
 export async function rotateRefresh(db: Db, oldJti: string, pair: MintedPair, grant: Grant): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     const gone = await trx.deleteFrom('refresh_token').where('jti', '=', oldJti).where('kind', '=', 'oauth').executeTakeFirst()
     if (Number(gone.numDeletedRows) !== 1) return false
     await insertRefresh(trx, pair, grant)

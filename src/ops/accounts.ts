@@ -108,7 +108,7 @@ export const accountCommands: Record<string, Command> = {
     usage: 'account delete <did|handle|email>   status deleted (#account and #tombstone events), as a user deletion',
     async run(ctx, p) {
       const a = await target(ctx, p, 'account delete')
-      await ctx.db.transaction().execute((trx) => markDeleted(trx, a.did))
+      await ctx.db.transact((trx) => markDeleted(trx, a.did))
       output(p.json, { did: a.did, status: 'deleted' })
       return 0
     },

@@ -117,7 +117,7 @@ export async function backupToS3(config: Config, db: Db, opts: { ifOlderThanMs?:
   if (!c) throw new UsageError('PDS_BACKUP_S3_BUCKET is not set')
   const s3 = client(c)
   try {
-    return await tryExclusiveByName(db, BACKUP_LOCK, async () => {
+    return await tryExclusiveByName(db.kysely, BACKUP_LOCK, async () => {
       if (opts.ifOlderThanMs !== undefined) {
         const newest = (await list(s3, c)).filter((b) => b.complete).pop()
         if (newest?.at && Date.now() - newest.at.getTime() < opts.ifOlderThanMs) return undefined

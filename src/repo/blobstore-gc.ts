@@ -21,7 +21,7 @@ const STAGED_MAX_AGE_MS = 24 * 3600_000
  * advisory lock across processes; on SQLite the write lock its first write statement takes
  */
 export function withCidLock<T>(db: Db, cid: string, fn: (trx: Store) => Promise<T>): Promise<T> {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     await advisoryLockByName(trx, 'blob:' + cid)
     return fn(trx)
   })

@@ -6,7 +6,7 @@ import { appendEvent } from '../sequencer/index.js'
 import { carChunks } from './car.js'
 import { CborWriter } from './cbor-writer.js'
 import { blockEntries } from '../patches/repo.js'
-import type { Store } from '../db/schema.js'
+import type { Writer } from '../db/store.js'
 
 export type CommitOp = { action: 'create' | 'update' | 'delete'; path: string; cid: Cid | null; prev?: Cid }
 
@@ -30,7 +30,7 @@ export const MAX_COMMIT_BLOCK_BYTES = 2_000_000
  * Appends `#commit` for a change within the lexicon's limits, else `#sync` for the new commit
  * (consumers then fetch the repository). Returns the event's seq and which kind it was.
  */
-export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ seq: number; type: 'commit' | 'sync' }> {
+export async function appendCommitOrSync(db: Writer, ev: CommitEvent): Promise<{ seq: number; type: 'commit' | 'sync' }> {
   const car = ev.ops.length <= MAX_COMMIT_OPS ? carFile(ev.commit, ev.blocks) : undefined
   if (!car || car.length > MAX_COMMIT_BLOCK_BYTES) {
     const commitBytes = ev.blocks.get(ev.commit)
@@ -41,7 +41,7 @@ export async function appendCommitOrSync(db: Store, ev: CommitEvent): Promise<{ 
 }
 
 /** `#sync`: the repository's current commit, as a CAR holding only the commit block */
-export async function appendSyncEvent(db: Store, did: string, rev: string, commit: Cid, commitBytes: Uint8Array) {
+export async function appendSyncEvent(db: Writer, did: string, rev: string, commit: Cid, commitBytes: Uint8Array) {
   const car = carOf(commit.toString(), [{ cid: commit.toString(), content: commitBytes }])
   return appendEvent(db, 'sync', did, { did, rev, blocks: car })
 }

@@ -112,7 +112,7 @@ function exportStream(
  * commit, the MST path and the record block. A taken-down record is RecordNotFound.
  */
 export async function recordProofCar(db: Db, did: string, path: { collection: string; rkey: string }): Promise<Uint8Array> {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     const { root } = await syncRepo(trx, did)
     const uri = `at://${did}/${path.collection}/${path.rkey}`
     const row = await trx.selectFrom('record').select('takedown_ref').where('uri', '=', uri).executeTakeFirst()

@@ -9,11 +9,11 @@ import { BlockMap, CidSet, def, ensureV3Commit, Repo, verifyCommitSig } from '@a
 import { appendSyncEvent } from './events.js'
 import { cidForDagCbor } from './node-cbor.js'
 import { SqlRepoStorage } from './storage.js'
-import type { Store } from '../db/schema.js'
+import type { Tx } from '../db/store.js'
 import { lockRoot, signingKeyFor } from './writer.js'
 
 /** appends `#sync` for `did`'s current commit (inside the caller's transaction); returns its rev */
-export async function syncCurrentCommit(trx: Store, did: string): Promise<string> {
+export async function syncCurrentCommit(trx: Tx, did: string): Promise<string> {
   const root = await lockRoot(trx, did)
   const keypair = await signingKeyFor(trx, did)
   const storage = new SqlRepoStorage(trx, did)

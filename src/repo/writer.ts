@@ -5,7 +5,7 @@
 import type { Keypair } from '@atproto/crypto'
 import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
 import { parseCid } from '@atproto/lex-data'
-import type { Db } from '../db/index.js'
+import type { Db, Tx } from '../db/index.js'
 import { dialectOf, lockingRead, type Dialect } from '../db/dialect.js'
 import { prepared } from '../db/prepared.js'
 import { exec, inList, valuesList } from '../db/raw.js'
@@ -35,7 +35,7 @@ export async function signingKeyFor(db: Store, did: string): Promise<Keypair> {
  * the empty signed repository of a fresh account, inside the account's creation transaction: its
  * `#commit`, then a `#sync` a relay can start the account from
  */
-export async function createEmptyRepo(trx: Store, did: string, keypair: Keypair): Promise<CommitRef> {
+export async function createEmptyRepo(trx: Tx, did: string, keypair: Keypair): Promise<CommitRef> {
   const storage = new SqlRepoStorage(trx, did)
   const commit = await Repo.formatInitCommit(storage, did, keypair)
   await storage.applyCommit(commit)
@@ -153,7 +153,7 @@ export async function writeRecords(
   writes: PreparedWrite[],
   opts: { swapCommit?: string } = {},
 ): Promise<{ commit: CommitRef | null; current: CommitRef; results: WriteResult[] }> {
-  return db.transaction().execute(async (trx) => {
+  return db.transact(async (trx) => {
     const root = await lockRoot(trx, did)
     if (!root) throw xrpcError('InvalidRequest', `Could not find repo: ${did}`)
     if (opts.swapCommit !== undefined && opts.swapCommit !== root.cid) {

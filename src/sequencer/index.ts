@@ -5,15 +5,14 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { prepared } from '../db/prepared.js'
 import type { AccountStatus, EventTable } from '../db/index.js'
 import { advisoryLockAndNotify } from '../db/dialect.js'
-import { noteEvent } from './local.js'
 import { EVENT_CHANNEL } from './wakeup.js'
-import type { Store } from '../db/schema.js'
+import type { Writer } from '../db/store.js'
 
 const EVENT_LOCK = 7_340_001
 
-/** `body` as an object, or already DAG-CBOR */
+/** `body` as an object, or already DAG-CBOR; handed to the local firehose once `db` commits */
 export async function appendEvent(
-  db: Store,
+  db: Writer,
   type: EventTable['type'],
   did: string,
   body: Record<string, unknown> | Uint8Array,
@@ -27,7 +26,9 @@ export async function appendEvent(
   const payload = body instanceof Uint8Array ? body : dagCbor.encode(body)
   const at = new Date().toISOString()
   const [row] = await insertEvent(db, type, did, payload, at)
-  noteEvent(db, { seq: row.seq, type, payload, sequenced_at: at })
+  const event = { seq: row.seq, type, payload, sequenced_at: at }
+  const { firehose } = db
+  db.onCommit(() => firehose([event]))
   return row.seq
 }
 
@@ -35,11 +36,11 @@ const insertEvent = prepared((db, type: EventTable['type'], did: string, payload
   db.insertInto('event').values({ type, did, payload, sequenced_at: at }).returning('seq'),
 )
 
-export const identityEvent = (db: Store, did: string, handle?: string) =>
+export const identityEvent = (db: Writer, did: string, handle?: string) =>
   appendEvent(db, 'identity', did, handle ? { did, handle } : { did })
 
 /** `#account`: active is true only for status active; inactive ones name their status */
-export const accountEvent = (db: Store, did: string, status: AccountStatus) =>
+export const accountEvent = (db: Writer, did: string, status: AccountStatus) =>
   appendEvent(db, 'account', did, status === 'active' ? { did, active: true } : { did, active: false, status })
 
-export const tombstoneEvent = (db: Store, did: string) => appendEvent(db, 'tombstone', did, { did })
+export const tombstoneEvent = (db: Writer, did: string) => appendEvent(db, 'tombstone', did, { did })
