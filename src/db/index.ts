@@ -139,8 +139,9 @@ export async function openDb(cfg: Config['db'], opts: SqliteHooks = {}): Promise
     pool: pgPool,
     durable,
     snapshot: limitSnapshots(snapshot, cfg.kind === 'sqlite' ? 8 : 4),
-    // a transaction cut off before COMMIT rolled back in full: run it again on a fresh connection
-    retryable: isConnectionLost,
+    // PostgreSQL: a transaction cut off before COMMIT rolled back in full, run it again on a fresh
+    // connection. SQLite's one connection is a file handle that is never cut off.
+    retryable: cfg.kind === 'postgres' ? isConnectionLost : () => false,
   })
   await migrate(out, cfg.kind === 'postgres' ? cfg.schema : undefined)
   return out
