@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util'
 import { XRPCError } from '@atproto/xrpc-server'
 import { cliEnv, ConfigError, DEFAULT_ENV_FILE, loadConfig, migrateEnv } from './config.js'
 import { useNameserversForHttp } from './net/dns.js'
-import { MigrateError, runMigration } from './cli/migrate.js'
+import { MigrateError, openExport, runMigration, type ExportSource } from './cli/migrate.js'
 import { ask } from './prompt.js'
 import { openDb } from './db/index.js'
 import { parse, UsageError } from './ops/args.js'
@@ -27,10 +27,14 @@ const single: Record<string, Command> = {
 }
 
 const MIGRATE_USAGE = `migrate --from <url> --to <url> --handle <handle> [--new-handle <h>] [--email <e>]
-        [--invite-code <code>] [--plc-token <token>] [--flow spec|standard]
+        [--invite-code <code>] [--plc-token <token>] [--flow spec|standard] [--from-export <dir|tar>]
     moves an account between two servers (needs no server environment); the password comes
     from PDS_MIGRATE_PASSWORD or a prompt, never an argument; PDS_DID_PLC_URL (default
-    https://plc.directory) is read for the final check; run it again after an interruption`
+    https://plc.directory) is read for the final check; run it again after an interruption
+  migrate --from-export <dir|tar> --to <url>
+    imports an export (pds account export, or the account page's download) into the account
+    with its DID on <url>, created there beforehand; with --from the repository, blobs and
+    preferences of a whole move come from the export`
 
 const indent = (s: string) =>
   s
@@ -141,19 +145,27 @@ async function migrate(args: string[]): Promise<number> {
       'invite-code': { type: 'string' },
       'plc-token': { type: 'string' },
       flow: { type: 'string' },
+      'from-export': { type: 'string' },
     },
   })
-  if (!values.from || !values.to || !values.handle) throw new UsageError('migrate needs --from, --to and --handle')
+  const fromExport = values['from-export']
+  if (fromExport !== undefined && !values.from) {
+    if (!values.to) throw new UsageError('migrate --from-export needs --to')
+  } else if (!values.from || !values.to || !values.handle) throw new UsageError('migrate needs --from, --to and --handle')
   if (values.flow !== undefined && values.flow !== 'spec' && values.flow !== 'standard') throw new UsageError('--flow is spec or standard')
   const env = migrateEnv()
-  const password = env.password ?? (await ask(`password for ${values.handle}: `, true))
-  if (!password) throw new UsageError('no password: set PDS_MIGRATE_PASSWORD or run in a terminal')
+  let source: ExportSource | undefined
   try {
+    source = fromExport !== undefined ? await openExport(fromExport) : undefined
+    const handle = values.handle ?? source!.manifest.handle
+    const password = env.password ?? (await ask(`password for ${handle}: `, true))
+    if (!password) throw new UsageError('no password: set PDS_MIGRATE_PASSWORD or run in a terminal')
     await runMigration(
       {
         from: values.from,
         to: values.to,
-        handle: values.handle,
+        handle,
+        fromExport: source,
         password,
         newHandle: values['new-handle'],
         email: values.email,
@@ -171,6 +183,8 @@ async function migrate(args: string[]): Promise<number> {
       return 1
     }
     throw err
+  } finally {
+    await source?.close()
   }
 }
 

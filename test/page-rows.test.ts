@@ -42,18 +42,20 @@ describe('the account page as rows', () => {
       'delete',
     ]
     for (const path of sensitive) expect(of(path)?.gate, path).toBe('fresh-password')
+    // a download of everything, private preferences included
+    expect(of('export')?.gate).toBe('fresh-password')
     // taking access away, and the password change (which asks for the current password itself)
     for (const path of ['apps/revoke', 'app-passwords/revoke', 'passkeys/rename', 'activate', 'password', 'confirm']) {
       expect(of(path)?.gate, path).toBe('signed-in')
     }
   })
 
-  it('admits a deactivated account only to come back, take access away and confirm its password', () => {
+  it('admits a deactivated account only to come back, take access away, confirm its password and take its data', () => {
     const whileDeactivated = rows()
       .filter((r) => r.gate !== 'none' && (r.statuses ?? ['active']).includes('deactivated'))
       .map((r) => r.path.replace('/account/', ''))
       .sort()
-    expect(whileDeactivated).toEqual(['activate', 'app-passwords/revoke', 'apps/revoke', 'confirm'])
+    expect(whileDeactivated).toEqual(['activate', 'app-passwords/revoke', 'apps/revoke', 'confirm', 'export'])
   })
 
   it('puts every password or code check on the login budget and every mail on the email budget', () => {

@@ -4,10 +4,19 @@
 // createAccount with a service-auth token, submitPlcOperation). Every step first checks whether it
 // is already done (a session on the destination, checkAccountStatus, listMissingBlobs, the DID
 // document), so running the command again after an interruption continues where it stopped.
+// With an export (`pds account export`, or the account page's download) the repository, blobs and
+// preferences come from it instead of the origin; without an origin the account must already
+// exist on the destination, and the export is imported into it.
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { verifyRepoCar } from '@atproto/repo'
+import { x as untar } from 'tar'
+import { BLOB_DIR, EXPORT_FORMAT, MANIFEST_FILE, type ExportManifest } from '../account/export.js'
 
 export type MigrateOptions = {
-  from: string
+  /** the origin; without it, `fromExport` is imported into an account already on `to` */
+  from?: string
   to: string
   handle: string
   password: string
@@ -19,6 +28,8 @@ export type MigrateOptions = {
   plcUrl: string
   /** force a flow instead of probing */
   flow?: 'spec' | 'standard'
+  /** the data comes from this export (opened with `openExport`) rather than from the origin */
+  fromExport?: ExportSource
 }
 
 export type MigrateIo = {
@@ -105,6 +116,10 @@ function bar(done: number, total: number) {
 }
 
 export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise<MigrateSummary> {
+  if (!opts.from) {
+    if (!opts.fromExport) throw new MigrateError('a migration needs an origin or an export')
+    return importExport({ ...opts, fromExport: opts.fromExport }, io)
+  }
   const origin = new Xrpc(opts.from.replace(/\/+$/, ''))
   const dest = new Xrpc(opts.to.replace(/\/+$/, ''))
   const step = (n: number, text: string) => io.log(`[${n}/8] ${text}`)
@@ -126,6 +141,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   if (login.status !== 200) throw new MigrateError(`login on ${origin.url} failed: ${login.json?.message ?? login.status}`)
   const did: string = login.json.did
   origin.token = login.json.accessJwt
+  if (opts.fromExport && opts.fromExport.manifest.did !== did) {
+    throw new MigrateError(`the export at ${opts.fromExport.path} is of ${opts.fromExport.manifest.did}, not of ${did}`)
+  }
   const handle = opts.newHandle ?? login.json.handle
   const email = opts.email ?? login.json.email
   const destDescribe = (await dest.ok('com.atproto.server.describeServer')).json
@@ -190,9 +208,11 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   step(3, 'repository')
   let status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   if (!status.repoRev) {
-    const car = await origin.ok('com.atproto.sync.getRepo', { params: { did }, token: migrationToken })
-    io.log(`      exported ${kb(car.bytes.length)} from the origin`)
-    await dest.ok('com.atproto.repo.importRepo', { raw: car.bytes, type: 'application/vnd.ipld.car' })
+    const car = opts.fromExport
+      ? await opts.fromExport.repo()
+      : (await origin.ok('com.atproto.sync.getRepo', { params: { did }, token: migrationToken })).bytes
+    io.log(`      exported ${kb(car.length)} from ${opts.fromExport ? opts.fromExport.path : 'the origin'}`)
+    await dest.ok('com.atproto.repo.importRepo', { raw: car, type: 'application/vnd.ipld.car' })
     status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   }
   io.log(`      records ${bar(status.indexedRecords, originStatus.indexedRecords)} ${status.indexedRecords}/${originStatus.indexedRecords}`)
@@ -209,7 +229,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     if (!cids.length) break
     for (const cid of cids) {
       checkAbort()
-      const blob = await origin.ok('com.atproto.sync.getBlob', { params: { did, cid }, token: migrationToken })
+      const blob = opts.fromExport
+        ? await opts.fromExport.blob(cid)
+        : await origin.ok('com.atproto.sync.getBlob', { params: { did, cid }, token: migrationToken })
       await dest.ok('com.atproto.repo.uploadBlob', { raw: blob.bytes, type: blob.contentType || 'application/octet-stream' })
       uploaded++
       have++
@@ -221,7 +243,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   checkAbort()
 
   step(5, 'preferences')
-  const prefs = await origin.call('app.bsky.actor.getPreferences')
+  const prefs = opts.fromExport
+    ? { status: 200, json: { preferences: await opts.fromExport.preferences() } }
+    : await origin.call('app.bsky.actor.getPreferences')
   if (prefs.status === 200) {
     await dest.ok('app.bsky.actor.putPreferences', { body: { preferences: prefs.json.preferences ?? [] } })
     io.log(`      ${(prefs.json.preferences ?? []).length} copied`)
@@ -311,4 +335,141 @@ async function serviceEndpoint(url: string): Promise<string> {
     if (typeof svc?.serviceEndpoint === 'string') return svc.serviceEndpoint.replace(/\/+$/, '')
   } catch {}
   return url
+}
+
+/** an export's files, read as the migration needs them */
+export type ExportSource = {
+  /** the directory holding manifest.json */
+  path: string
+  manifest: ExportManifest
+  repo(): Promise<Uint8Array>
+  blob(cid: string): Promise<{ bytes: Uint8Array; contentType: string }>
+  preferences(): Promise<unknown[]>
+  /** removes what opening it unpacked */
+  close(): Promise<void>
+}
+
+/** an export directory, or a tar archive of one (the account page's download), unpacked to a temporary directory */
+export async function openExport(path: string): Promise<ExportSource> {
+  const info = await stat(path).catch(() => {
+    throw new MigrateError(`no export at ${path}`)
+  })
+  let dir = path
+  let unpacked: string | undefined
+  if (info.isFile()) {
+    unpacked = await mkdtemp(join(tmpdir(), 'pds-import-'))
+    try {
+      // absolute names and `..` are stripped by default: the archive writes only under the temporary directory
+      await untar({ file: path, cwd: unpacked, strict: true })
+    } catch (err) {
+      await rm(unpacked, { recursive: true, force: true })
+      throw new MigrateError(`${path} is not a readable export archive: ${(err as Error).message}`)
+    }
+    const top = await readdir(unpacked)
+    dir = top.length === 1 && !top.includes(MANIFEST_FILE) ? join(unpacked, top[0]) : unpacked
+  }
+  const close = async () => {
+    if (unpacked) await rm(unpacked, { recursive: true, force: true })
+  }
+  let manifest: ExportManifest
+  try {
+    manifest = JSON.parse(await readFile(join(dir, MANIFEST_FILE), 'utf8'))
+    if (manifest?.format !== EXPORT_FORMAT || typeof manifest.did !== 'string' || !Array.isArray(manifest.blobs))
+      throw new Error('not an export')
+  } catch {
+    await close()
+    throw new MigrateError(`${path} holds no complete export (${MANIFEST_FILE} missing or not an export's manifest)`)
+  }
+  const types = new Map(manifest.blobs.map((b) => [b.cid, b.mimeType]))
+  return {
+    path,
+    manifest,
+    repo: async () => new Uint8Array(await readFile(join(dir, manifest.repo.file))),
+    async blob(cid) {
+      // a CID names a file in the export only when the manifest lists it
+      const type = types.get(cid)
+      if (type === undefined) throw new MigrateError(`the destination misses blob ${cid}, which the export at ${path} does not have`)
+      return { bytes: new Uint8Array(await readFile(join(dir, BLOB_DIR, cid))), contentType: type }
+    },
+    async preferences() {
+      const file = JSON.parse(await readFile(join(dir, manifest.preferences.file), 'utf8'))
+      return Array.isArray(file?.preferences) ? file.preferences : []
+    },
+    close,
+  }
+}
+
+/**
+ * An export into an account that already exists on the destination (created there with the
+ * export's DID, as a migration does): the repository, missing blobs and preferences, then
+ * activation once the DID document names the destination.
+ */
+async function importExport(opts: MigrateOptions & { fromExport: ExportSource }, io: MigrateIo): Promise<MigrateSummary> {
+  const source = opts.fromExport
+  const { did } = source.manifest
+  const dest = new Xrpc(opts.to.replace(/\/+$/, ''))
+  const step = (n: number, text: string) => io.log(`[${n}/6] ${text}`)
+  step(1, `logging in on ${dest.url} as ${did} (from the export at ${source.path})`)
+  const login = await dest.call('com.atproto.server.createSession', { body: { identifier: did, password: opts.password } })
+  if (login.status !== 200) {
+    throw new MigrateError(
+      `no account ${did} on ${dest.url} to import into (${login.json?.message ?? login.status}): create it there first, or give --from <origin> to move it`,
+    )
+  }
+  dest.token = login.json.accessJwt
+  let status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  step(2, 'repository')
+  if (!status.repoRev) {
+    const car = await source.repo()
+    await dest.ok('com.atproto.repo.importRepo', { raw: car, type: 'application/vnd.ipld.car' })
+    io.log(`      imported ${kb(car.length)}`)
+  } else io.log(`      already imported (rev ${status.repoRev})`)
+  step(3, 'blobs')
+  let uploaded = 0
+  let bytes = 0
+  for (let round = 0; round < 10_000; round++) {
+    const page = (await dest.ok('com.atproto.repo.listMissingBlobs', { params: { limit: '100' } })).json
+    const cids: string[] = [...new Set<string>(page.blobs.map((b: { cid: string }) => b.cid))]
+    if (!cids.length) break
+    for (const cid of cids) {
+      if (io.signal?.aborted) throw new MigrateError('interrupted; run the same command again to continue')
+      const blob = await source.blob(cid)
+      await dest.ok('com.atproto.repo.uploadBlob', { raw: blob.bytes, type: blob.contentType || 'application/octet-stream' })
+      uploaded++
+      bytes += blob.bytes.length
+    }
+  }
+  io.log(`      ${uploaded} uploaded (${kb(bytes)})`)
+  step(4, 'preferences')
+  const preferences = await source.preferences()
+  await dest.ok('app.bsky.actor.putPreferences', { body: { preferences } })
+  io.log(`      ${preferences.length} copied`)
+  step(5, 'activation')
+  status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  if (!status.activated && status.validDid) await dest.ok('com.atproto.server.activateAccount', { post: true })
+  else if (!status.validDid) io.log(`      the DID document does not name ${dest.url} yet: the account stays deactivated until it does`)
+  step(6, 'verification')
+  status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
+  const { counts } = source.manifest
+  const summary: MigrateSummary = {
+    did,
+    flow: 'standard',
+    resumed: false,
+    records: { origin: counts.records, destination: status.indexedRecords },
+    blobs: { origin: counts.blobs, destination: status.importedBlobs, uploaded, bytes },
+    signature: { valid: !!status.validDid, key: '' },
+    active: !!status.activated,
+  }
+  io.log(`      records:    ${status.indexedRecords} on the destination (the export has ${counts.records})`)
+  io.log(`      blobs:      ${status.importedBlobs}/${status.expectedBlobs} the records use are on the destination`)
+  io.log(`      status:     ${summary.active ? 'active' : 'NOT active (deactivated)'}`)
+  const complete = status.indexedRecords === counts.records && status.importedBlobs === status.expectedBlobs
+  io.log(
+    complete
+      ? summary.active
+        ? 'import complete'
+        : 'import complete; activate once the DID document names the destination'
+      : 'import INCOMPLETE: run the command again',
+  )
+  return summary
 }

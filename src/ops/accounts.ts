@@ -5,6 +5,8 @@ import { Secp256k1Keypair } from '@atproto/crypto'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
 import { XRPCError } from '@atproto/xrpc-server'
+import { access, constants, mkdir, readdir } from 'node:fs/promises'
+import { resolve } from 'node:path'
 import { tokenKeys } from '../auth/session-tokens.js'
 import { createFreshAccount } from '../account/create.js'
 import { findAccount, type AccountRow } from '../account/store.js'
@@ -19,6 +21,8 @@ import { setHandle } from '../identity/amend.js'
 import { createMailer } from '../mail/index.js'
 import { resetPasswordMail } from '../mail/templates.js'
 import { createLogger } from '../logger.js'
+import { openBlobStore } from '../repo/blobstore-open.js'
+import { beginExport, directorySink, type ExportManifest } from '../account/export.js'
 import { output, positiveInt, str, UsageError, type Options, type Parsed } from './args.js'
 
 export type Ctx = { config: Config; db: Db }
@@ -198,6 +202,57 @@ export const accountCommands: Record<string, Command> = {
       return 0
     },
   },
+  export: {
+    usage:
+      "account export <did|handle|email> <dir>   the account's data as files: repo.car, blobs/<cid>,\n" +
+      '    preferences.json, manifest.json (<dir> is created, or must be empty); `pds migrate --from-export` imports it',
+    async run(ctx, p) {
+      const a = await target(ctx, p, 'account export')
+      const given = p.positionals[1]
+      if (!given) throw new UsageError('account export needs a directory to write into')
+      const dir = resolve(given)
+      const blobstore = await openBlobStore(ctx.config)
+      let manifest: ExportManifest
+      try {
+        // a taken-down or deleted account is refused before the directory is touched
+        const exp = await beginExport({ db: ctx.db, blobstore }, a.did)
+        await emptyWritableDir(dir).catch(async (err) => {
+          await exp.cancel()
+          throw err
+        })
+        manifest = await exp.writeTo(directorySink(dir))
+      } finally {
+        ;(blobstore as { destroy?: () => void }).destroy?.()
+      }
+      const { counts, repo } = manifest
+      output(p.json, {
+        did: manifest.did,
+        handle: manifest.handle,
+        dir,
+        repo: `repo.car (${repo.bytes} bytes, ${counts.records} records, rev ${repo.rev})`,
+        blobs: `blobs/ (${counts.blobs} files, ${counts.blobBytes} bytes)`,
+        preferences: `preferences.json (${counts.preferences})`,
+        manifest: 'manifest.json',
+        missingBlobs: manifest.missingBlobs,
+      })
+      return 0
+    },
+  },
+}
+
+/** `dir` exists (created if not), is empty and can be written to, or a one-line refusal */
+async function emptyWritableDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true })
+    if ((await readdir(dir)).length) throw new UsageError(`${dir} is not empty`)
+    await access(dir, constants.W_OK)
+  } catch (err) {
+    if (err instanceof UsageError) throw err
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw new UsageError(`${dir} is not writable`)
+    if (code === 'ENOTDIR' || code === 'EEXIST') throw new UsageError(`${dir} is not a directory`)
+    throw new UsageError(`${dir}: ${(err as Error).message}`)
+  }
 }
 
 // The same rules and change as com.atproto.admin.updateAccountHandle. Without the server's

@@ -31,8 +31,17 @@ const blockSql = (dialect: Dialect) => `select repo_rev, ${hexOf(dialect, 'conte
  * once bytes are out destroys the stream (the connection is cut: a truncated CAR shows as one).
  */
 export async function repoCarStream(db: Db, did: string, opts: { since?: string; allowDeactivated?: boolean } = {}): Promise<Readable> {
+  return (await repoCar(db, did, opts)).stream
+}
+
+/** the CAR stream and the repository root it was read at (commit CID, rev, record count) */
+export async function repoCar(
+  db: Db,
+  did: string,
+  opts: { since?: string; allowDeactivated?: boolean } = {},
+): Promise<{ stream: Readable; root: { cid: string; rev: string; record_count: number } }> {
   const snap = await db.snapshot()
-  let root: { cid: string }
+  let root: { cid: string; rev: string; record_count: number }
   let commit: { repo_rev: string; hex: string } | undefined
   try {
     ;({ root } = await syncRepo(snap.store, did, { allowDeactivated: opts.allowDeactivated }))
@@ -41,7 +50,7 @@ export async function repoCarStream(db: Db, did: string, opts: { since?: string;
     await snap.end()
     throw err
   }
-  return exportStream(db.dialect, snap, did, root.cid, opts.since, commit)
+  return { stream: exportStream(db.dialect, snap, did, root.cid, opts.since, commit), root }
 }
 
 function exportStream(

@@ -17,6 +17,7 @@ import { homeRows } from './home.js'
 import { forgotRefused, signInRows } from './sign-in.js'
 import { accessRows } from './access.js'
 import { securityRows } from './security.js'
+import { dataRows } from './data.js'
 
 export { REAUTH_S } from './kit.js'
 
@@ -26,6 +27,7 @@ export const accountRows = (kit: AccountKit): Row<Answer>[] => [
   ...signInRows(kit),
   ...accessRows(kit),
   ...securityRows(kit),
+  ...dataRows(kit),
 ]
 
 export function accountPages(deps: AccountDeps): Router {
@@ -76,7 +78,8 @@ function accountPage(kit: AccountKit): Page<Answer> {
       }
     },
 
-    render(res: Response, device: Device | undefined, a: Answer) {
+    async render(res: Response, device: Device | undefined, a: Answer) {
+      if (a.kind === 'download') return download(res, a)
       if (a.kind === 'page') return sendPage(res, a.html, { status: a.status, retryAfterS: a.retryAfterS, scripts: a.scripts })
       const flash = a.kind === 'done' ? { ...a.flash, at: a.at } : a.flash
       if (flash && device) kit.flashTo(res, device, flash)
@@ -89,4 +92,13 @@ function accountPage(kit: AccountKit): Page<Answer> {
       res.redirect(303, a.to)
     },
   }
+}
+
+// an error once bytes are out can only cut the connection: the browser shows the download as failed
+async function download(res: Response, a: Extract<Answer, { kind: 'download' }>): Promise<void> {
+  res.setHeader('Cache-Control', 'no-store')
+  res.setHeader('X-Content-Type-Options', 'nosniff')
+  res.setHeader('Content-Type', a.contentType)
+  res.setHeader('Content-Disposition', `attachment; filename="${a.filename.replace(/[^\w.@-]/g, '_')}"`)
+  await a.write(res).catch(() => res.destroy())
 }

@@ -1,5 +1,6 @@
 // What the account page's rows share: its answers (values the page renders), the cookies it keeps,
 // the account it acts for on this device, and the words for what went wrong.
+import type { Writable } from 'node:stream'
 import type { Request, Response } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import type { AccountStatus } from '../../db/schema.js'
@@ -28,10 +29,13 @@ const FLASH_S = 5 * 60
 export const TOTP = 'pds_account_totp'
 export const TOTP_SETUP_S = 10 * 60
 /** the sections of the page, each action answers in one */
-export const SECTIONS = ['apps', 'app-passwords', 'email', 'handle', 'password', 'security', 'status'] as const
+export const SECTIONS = ['apps', 'app-passwords', 'email', 'handle', 'password', 'security', 'data', 'status'] as const
 export type Section = (typeof SECTIONS)[number]
 
-export type AccountDeps = Pick<Services, 'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'rotationKey' | 'outbound'>
+export type AccountDeps = Pick<
+  Services,
+  'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'rotationKey' | 'outbound' | 'blobstore'
+>
 
 /** what a row of the account page answers */
 export type Answer =
@@ -43,6 +47,8 @@ export type Answer =
   | { kind: 'go'; to: string; flash?: Flash }
   /** the page's script asked */
   | { kind: 'json'; status?: number; body: unknown; flash?: Flash }
+  /** a file the browser saves: written to the response once the headers are out */
+  | { kind: 'download'; filename: string; contentType: string; write(out: Writable): Promise<void> }
 
 export type AccountRowDef = Row<Answer>
 

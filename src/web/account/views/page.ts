@@ -49,6 +49,18 @@ function statusSection(c: Common, a: AccountView): SafeHtml {
   </section>`
 }
 
+function dataSection(c: Common): SafeHtml {
+  return html`<section class="card" id="data" aria-labelledby="data-h">
+    <h2 id="data-h">Your data</h2>
+    ${sectionMessages(c, 'data')}
+    <p class="muted">
+      One archive (.tar) with your repository (every post, like, follow and other record), your images and other files, your preferences and
+      a list of what is inside. Another server can import it.
+    </p>
+    ${form(c, 'export', html`<button type="submit">Download your data</button>`)}
+  </section>`
+}
+
 export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml {
   const unlocked = a.unlockedUntil
   return layout({
@@ -67,6 +79,7 @@ export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml
           <li><a href="#handle">Handle</a></li>
           <li><a href="#password">Password</a></li>
           <li><a href="#security">Second factors</a></li>
+          <li><a href="#data">Your data</a></li>
           <li><a href="#status">Deactivate or delete</a></li>
         </ul>
       </nav>
@@ -81,8 +94,8 @@ export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml
       ${
         a.status === 'deactivated'
           ? html`<p class="notice" id="deactivated">Your account is deactivated. Reactivate it to change its settings.</p>
-              ${statusSection(c, a)}${appsSection(c, a)}${appPasswordsSection(c, a, false)}`
-          : html`${appsSection(c, a)}${appPasswordsSection(c, a, true)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${statusSection(c, a)}`
+              ${statusSection(c, a)}${dataSection(c)}${appsSection(c, a)}${appPasswordsSection(c, a, false)}`
+          : html`${appsSection(c, a)}${appPasswordsSection(c, a, true)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${dataSection(c)}${statusSection(c, a)}`
       }`,
   })
 }
