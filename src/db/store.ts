@@ -1,5 +1,5 @@
-// The store every module writes through: it holds the Kysely instance, runs the numbered
-// transactions of the app (`transact`), and carries what Kysely has no notion of: the dialect,
+// The store every module writes through: it holds the Kysely instance, runs every
+// transaction of the app (`transact`), and carries what Kysely has no notion of: the dialect,
 // durability, snapshots. Reads and single statements use the query builder methods it passes on
 // to Kysely (`db.selectFrom(...)`), so a query helper takes the store or a transaction alike.
 import type { Kysely, Transaction } from 'kysely'
