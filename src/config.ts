@@ -10,7 +10,7 @@ import { z } from 'zod'
 import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
 import { ACCOUNT_CREATION_MODES, type AccountCreation } from './account/creation-policy.js'
 import type { S3Config } from './repo/blobstore-s3.js'
-import type { BackupS3Config } from './ops/backup-s3.js'
+import type { BackupS3Config } from './cli/backup-s3.js'
 
 export class ConfigError extends Error {}
 

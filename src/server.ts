@@ -283,7 +283,7 @@ export async function startPds(config: Config, opts: StartOptions = {}): Promise
   challengeSweep.unref()
   // the AWS SDK loads only when scheduled backups are configured
   const backups = config.backupS3
-    ? (await import('./ops/backup-s3.js')).scheduleBackups(config, db, logger, opts.backups)
+    ? (await import('./cli/backup-s3.js')).scheduleBackups(config, db, logger, opts.backups)
     : { stop: async () => {} }
 
   let closing: Promise<void> | undefined

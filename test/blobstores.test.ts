@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sweepBlobs } from '../src/repo/blobstore-gc.js'
 import { ADMIN_PASSWORD, describe, newAgent, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 
-const CLI = new URL('../dist/cli.js', import.meta.url).pathname
+const CLI = new URL('../dist/cli/index.js', import.meta.url).pathname
 const GRACE_MS = 1000
 const admin = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` }
 

@@ -1,7 +1,7 @@
-// Runs the operator CLI as an operator does (`node dist/cli.js`, built by `make test`).
+// Runs the operator CLI as an operator does (`node dist/cli/index.js`, built by `make test`).
 import { spawn } from 'node:child_process'
 
-const CLI = new URL('../dist/cli.js', import.meta.url).pathname
+const CLI = new URL('../dist/cli/index.js', import.meta.url).pathname
 
 export function runCli(env: Record<string, string>, ...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
   return runProcess(process.execPath, [CLI, ...args], { env })

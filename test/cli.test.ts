@@ -1,4 +1,4 @@
-// The operator CLI as an operator runs it (`node dist/cli.js`, built by `make test`), against the
+// The operator CLI as an operator runs it (`node dist/cli/index.js`, built by `make test`), against the
 // store of a running server.
 import { createServer, type Server } from 'node:http'
 import { afterAll, beforeAll, expect, it } from 'vitest'

@@ -12,7 +12,7 @@ import { sinkEnv, type MailSink } from './mail-sink.js'
 import { runMigration } from '../src/cli/migrate.js'
 import { startMovePair, type MovePair } from './move-pair.js'
 
-const CLI = new URL('../dist/cli.js', import.meta.url).pathname
+const CLI = new URL('../dist/cli/index.js', import.meta.url).pathname
 
 let plcUrl: string
 let sink: MailSink

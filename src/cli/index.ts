@@ -1,21 +1,21 @@
 #!/usr/bin/env node
-// Operator CLI (`npx pds <command>` or `node dist/cli.js <command>`). It reads the same
+// Operator CLI (`npx pds <command>` or `node dist/cli/index.js <command>`). It reads the same
 // environment as the server and works on the store directly, so it needs no admin password and
 // works whether or not the server is running (SQLite in WAL mode, or PostgreSQL).
 import { parseArgs } from 'node:util'
 import { XRPCError } from '@atproto/xrpc-server'
-import { cliEnv, ConfigError, DEFAULT_ENV_FILE, loadConfig, migrateEnv } from './config.js'
-import { useNameserversForHttp } from './net/dns.js'
-import { MigrateError, openExport, runMigration, type ExportSource } from './cli/migrate.js'
+import { cliEnv, ConfigError, DEFAULT_ENV_FILE, loadConfig, migrateEnv } from '../config.js'
+import { useNameserversForHttp } from '../net/dns.js'
+import { MigrateError, openExport, runMigration, type ExportSource } from './migrate.js'
 import { ask } from './prompt.js'
-import { openDb } from './db/index.js'
-import { parse, UsageError } from './ops/args.js'
-import { accountCommands, inviteCommands, type Command } from './ops/accounts.js'
-import { requestCrawlCommand, statusCommand } from './ops/status.js'
-import { backupWithS3, restoreWithS3 } from './ops/backup-s3.js'
-import { doctorCommand } from './ops/doctor.js'
-import { blobsCommands } from './ops/blobs.js'
-import { describeStore, requireStore } from './ops/store.js'
+import { openDb } from '../db/index.js'
+import { parse, UsageError } from './args.js'
+import { accountCommands, inviteCommands, type Command } from './accounts.js'
+import { requestCrawlCommand, statusCommand } from './status.js'
+import { backupWithS3, restoreWithS3 } from './backup-s3.js'
+import { doctorCommand } from './doctor.js'
+import { blobsCommands } from './blobs.js'
+import { describeStore, requireStore } from './store.js'
 
 const groups: Record<string, Record<string, Command>> = { account: accountCommands, invite: inviteCommands, blobs: blobsCommands }
 const single: Record<string, Command> = {
