@@ -11,7 +11,10 @@ const clientId = (scope = SCOPE) => `http://localhost?${new URLSearchParams({ re
 
 export class OAuthUnavailable extends Error {}
 
-/** an ES256 DPoP key; proof() signs with node:crypto directly (cheap on the client side) */
+/**
+ * an ES256 DPoP key; proof() signs with node:crypto directly (cheap on the client side) and
+ * carries the server's DPoP nonce once one was learned (`nonce`, set from a DPoP-Nonce answer)
+ */
 export function dpopKey() {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
   const { kty, crv, x, y } = publicKey.export({ format: 'jwk' })
@@ -19,8 +22,11 @@ export function dpopKey() {
   const header = b64u(JSON.stringify({ typ: 'dpop+jwt', alg: 'ES256', jwk }))
   return {
     jwk,
+    nonce: undefined,
     proof(htm, htu, extra = {}) {
-      const payload = b64u(JSON.stringify({ htm, htu, jti: randomBytes(12).toString('hex'), iat: Math.floor(Date.now() / 1000), ...extra }))
+      const claims = { htm, htu, jti: randomBytes(12).toString('hex'), iat: Math.floor(Date.now() / 1000), ...extra }
+      if (this.nonce) claims.nonce = this.nonce
+      const payload = b64u(JSON.stringify(claims))
       const input = `${header}.${payload}`
       const sig = sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' })
       return `${input}.${b64u(sig)}`
@@ -29,6 +35,20 @@ export function dpopKey() {
 }
 
 export const ath = (token) => b64u(createHash('sha256').update(token).digest())
+
+/**
+ * a form POST with a DPoP proof for `htu`: a server that demands its nonce (`use_dpop_nonce`, as
+ * the atproto profile requires) is answered once more with the nonce it gave
+ */
+async function postDpop(url, fields, key, htu) {
+  let res = await post(url, fields, { dpop: key.proof('POST', htu) })
+  const nonce = res.headers['dpop-nonce']
+  if (typeof nonce === 'string') key.nonce = nonce
+  if (res.status === 400 && res.json?.error === 'use_dpop_nonce' && typeof nonce === 'string') {
+    res = await post(url, fields, { dpop: key.proof('POST', htu) })
+  }
+  return res
+}
 
 async function post(url, fields, headers = {}) {
   const res = await request(url, {
@@ -54,7 +74,7 @@ export async function oauthSession(url, publicUrl, { handle, password }, scope =
   const key = dpopKey()
   const verifier = randomBytes(32).toString('base64url')
   const challenge = b64u(createHash('sha256').update(verifier).digest())
-  const parRes = await post(
+  const parRes = await postDpop(
     `${url}/oauth/par`,
     {
       client_id: clientId(scope),
@@ -65,7 +85,8 @@ export async function oauthSession(url, publicUrl, { handle, password }, scope =
       code_challenge: challenge,
       code_challenge_method: 'S256',
     },
-    { dpop: key.proof('POST', `${publicUrl}/oauth/par`) },
+    key,
+    `${publicUrl}/oauth/par`,
   )
   if (parRes.status !== 201 || !parRes.json?.request_uri) throw new OAuthUnavailable(`PAR answered ${parRes.status}`)
   const requestUri = parRes.json.request_uri
@@ -82,10 +103,11 @@ export async function oauthSession(url, publicUrl, { handle, password }, scope =
   if (did) submitted = await post(authorizeUrl, { step: 'consent', did, action: 'allow', csrf_token: csrf }, { cookie })
   if (submitted.status !== 302) throw new Error(`sign-in form answered ${submitted.status}: ${submitted.text.slice(0, 200)}`)
   const code = new URL(submitted.headers.location).searchParams.get('code')
-  const token = await post(
+  const token = await postDpop(
     `${url}/oauth/token`,
     { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId(scope) },
-    { dpop: key.proof('POST', `${publicUrl}/oauth/token`) },
+    key,
+    `${publicUrl}/oauth/token`,
   )
   if (token.status !== 200) throw new Error(`token endpoint answered ${token.status}: ${token.text.slice(0, 200)}`)
   return { accessToken: token.json.access_token, key, publicUrl }
