@@ -19,7 +19,7 @@ const sValue = (sig: Uint8Array) => BigInt(`0x${Buffer.from(sig.subarray(32)).to
 
 describe('k256 signing', () => {
   it('runs on libsecp256k1 here (the package ships a linux-x64 addon)', () => {
-    expect(k256Backend).toBe('libsecp256k1')
+    expect(k256Backend()).toBe('libsecp256k1')
   })
 
   it('signs any message with any key exactly as @atproto/crypto does, low-S and verifiable strictly', async () => {
