@@ -162,7 +162,7 @@ describe('download your data', () => {
     )
   })
 
-  it('pds account export refuses an unknown account and a directory that is not empty, in one line', async () => {
+  it('pds account export refuses an unknown account, a directory that is not empty and a taken-down account, in one line', async () => {
     const unknown = await runCli(origin.env, 'account', 'export', 'nobody-here.test', join(tempDir(), 'x'))
     expect(unknown.code).toBe(1)
     expect(unknown.err).toBe('pds: no account nobody-here.test\n')
@@ -174,6 +174,24 @@ describe('download your data', () => {
     expect(notEmpty.err).toBe(`pds: ${full} is not empty\n`)
     expect(readdirSync(full)).toEqual(['notes.txt'])
     expect(notEmpty.out).toBe('')
+
+    // a taken-down account's repository is not handed out, here as on getRepo
+    const held = await seed(`tkd${randomBytes(3).toString('hex')}`)
+    expect((await runCli(origin.env, 'account', 'takedown', held.did)).code).toBe(0)
+    const dir = join(tempDir(), 'held')
+    const takenDown = await runCli(origin.env, 'account', 'export', held.handle, dir)
+    expect(takenDown.code).toBe(1)
+    expect(takenDown.err).toBe(`pds: account ${held.did} is takendown\n`)
+    expect(existsSync(dir)).toBe(false)
+  })
+
+  it('pds account export --json prints the manifest and where it wrote', async () => {
+    const dir = join(tempDir(), 'as-json')
+    const run = await runCli(origin.env, 'account', 'export', alice.did, dir, '--json')
+    expect(run.code).toBe(0)
+    const printed = JSON.parse(run.out)
+    expect(printed).toEqual({ dir, ...readJson(join(dir, 'manifest.json')) })
+    expect(printed.counts).toMatchObject({ records: 3, blobs: 2 })
   })
 
   it('the account page downloads the same export as one tar archive', async () => {

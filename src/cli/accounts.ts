@@ -215,6 +215,7 @@ export const accountCommands: Record<string, Command> = {
       let manifest: ExportManifest
       try {
         // a taken-down or deleted account is refused before the directory is touched
+        if (a.status === 'takendown' || a.status === 'deleted') throw new UsageError(`account ${a.did} is ${a.status}`)
         const exp = await beginExport({ db: ctx.db, blobstore }, a.did)
         await emptyWritableDir(dir).catch(async (err) => {
           await exp.cancel()
@@ -224,8 +225,12 @@ export const accountCommands: Record<string, Command> = {
       } finally {
         ;(blobstore as { destroy?: () => void }).destroy?.()
       }
+      if (p.json) {
+        output(true, { dir, ...manifest })
+        return 0
+      }
       const { counts, repo } = manifest
-      output(p.json, {
+      output(false, {
         did: manifest.did,
         handle: manifest.handle,
         dir,
