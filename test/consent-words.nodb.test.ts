@@ -66,4 +66,36 @@ describe('consent words', () => {
     // a set nobody described is still named
     expect(consentWords('include:com.example.other').sets[0].title).toBe('Permissions defined by com.example.other')
   })
+
+  it('words a space: permission with the declared name and the authority’s handle, and warns about every space of anyone', () => {
+    const spaces = { typeNames: { 'com.example.chat.space': 'Group chat' }, handles: { 'did:plc:friend': 'friend.test' } }
+    const w = consentWords(
+      'atproto space:com.example.chat.space?authority=did:plc:friend&action=read space:com.example.chat.space',
+      [],
+      spaces,
+    )
+    expect(w.groups.find((g) => g.kind === 'spaces')!.items).toEqual([
+      'In “Group chat” spaces @friend.test owns: read everything members wrote.',
+      'In “Group chat” spaces you own: read everything members wrote and create, change and delete your records of the kinds the space type defines.',
+    ])
+    expect(w.warnings).toEqual([])
+    // without a declared name or a verified handle: the NSID and the DID
+    expect(kinds('space:com.example.chat.space?authority=did:plc:friend&action=read_self')).toEqual([
+      ['spaces', ['In “com.example.chat.space” spaces did:plc:friend owns: read what you wrote.']],
+    ])
+    const wild = consentWords('atproto space:*?authority=*')
+    expect(wild.warnings).toHaveLength(1)
+    expect(consentWords('atproto space:*').warnings).toEqual([])
+    // malformed: shown as a permission this server cannot describe
+    expect(kinds('space:*?authority=nobody')).toEqual([['other', ['A permission this server cannot describe: space:*?authority=nobody']]])
+  })
+
+  it('words the space permissions a set grants among its items', () => {
+    const w = consentWords(
+      'include:com.example.chat.access',
+      [{ nsid: 'com.example.chat.access', title: 'Chat', permissions: ['space:com.example.chat.space?action=read'] }],
+      { typeNames: { 'com.example.chat.space': 'Group chat' }, handles: {} },
+    )
+    expect(w.sets[0].items).toEqual(['In “Group chat” spaces you own: read everything members wrote.'])
+  })
 })

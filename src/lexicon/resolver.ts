@@ -5,7 +5,6 @@
 // when the DID is one of its accounts, otherwise from the PDS its DID document names, through the
 // outbound guard. Answers are cached per process (an hour; a failure for half a minute), so an
 // authorization request and the code it turns into do not fetch twice.
-import type { LexiconDoc } from '@atproto/lexicon'
 import { isValidDid, NSID } from '@atproto/syntax'
 import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
@@ -13,7 +12,7 @@ import { serviceEndpoint, type DidResolver } from '../identity/did-resolver.js'
 import type { OutboundGuard } from '../net/guard.js'
 import { readCapped } from '../outbound.js'
 import { findRepoAccount, recordAsJson } from '../repo/read.js'
-import { LEXICON_SCHEMA_COLLECTION, LexiconDocError, parseLexiconRecord } from './documents.js'
+import { LEXICON_SCHEMA_COLLECTION, LexiconDocError, parseLexiconRecord, type PublishedLexicon } from './documents.js'
 
 export class LexiconResolutionError extends Error {}
 
@@ -24,7 +23,7 @@ export type LexiconResolverDeps = {
   outbound: OutboundGuard
 }
 
-type Entry = { doc: LexiconDoc; expires: number } | { error: string; expires: number }
+type Entry = { doc: PublishedLexicon; expires: number } | { error: string; expires: number }
 
 const TTL_MS = 60 * 60 * 1000
 const FAIL_TTL_MS = 30 * 1000
@@ -40,7 +39,7 @@ export class LexiconResolver {
   constructor(private deps: LexiconResolverDeps) {}
 
   /** the published document for `nsid`; LexiconResolutionError saying why when there is none */
-  async resolve(nsid: string): Promise<LexiconDoc> {
+  async resolve(nsid: string): Promise<PublishedLexicon> {
     let entry = this.cache.get(nsid)
     if (!entry || entry.expires <= Date.now()) {
       let p = this.pending.get(nsid)
@@ -69,7 +68,7 @@ export class LexiconResolver {
     return entry
   }
 
-  private async fetchDoc(nsid: string): Promise<LexiconDoc> {
+  private async fetchDoc(nsid: string): Promise<PublishedLexicon> {
     let parsed: NSID
     try {
       parsed = NSID.parse(nsid)

@@ -9,6 +9,7 @@ import { deviceAccounts, type Device, type DeviceAccount } from '../web/devices.
 import { signedIn } from '../web/sign-in/flow.js'
 import type { ClientMetadata } from './clients.js'
 import { consentWords, type PermissionSetInfo } from './consent-words.js'
+import type { SpaceWords } from './space-types.js'
 import { consentPage, loginPage, pickerPage, signupPage, type ClientView, type Flow } from './page.js'
 import { passkeySignIn } from './factor-page.js'
 import { randomId } from './tokens.js'
@@ -29,6 +30,8 @@ export type AuthorizeDeps = Pick<
 export type PermissionSetsFor = (scope: string) => Promise<PermissionSetInfo[]>
 /** the scope a grant carries: include: scopes replaced by the permissions their sets grant */
 export type ExpandScope = (scope: string) => Promise<string>
+/** the declared names and authority handles the consent page words `space:` permissions with */
+export type SpaceWordsFor = (scope: string) => Promise<SpaceWords>
 
 /** what a row of the sign-in page answers */
 export type Answer =
@@ -50,7 +53,12 @@ export function tooMany(waitS: number, what = 'attempts'): Shown {
   return { status: 429, retryAfterS: waitS, error: `Too many ${what} for this account or from this network. Try again in ${when}.` }
 }
 
-export function authorizeKit(deps: AuthorizeDeps, permissionSets: PermissionSetsFor, expandScope: ExpandScope) {
+export function authorizeKit(
+  deps: AuthorizeDeps,
+  permissionSets: PermissionSetsFor,
+  expandScope: ExpandScope,
+  spaceWords: SpaceWordsFor = async () => ({ typeNames: {}, handles: {} }),
+) {
   const { config, db, oauth } = deps
   const server = serverInfo(config)
 
@@ -152,7 +160,8 @@ export function authorizeKit(deps: AuthorizeDeps, permissionSets: PermissionSets
     showConsent: async (c: Ctx, account: { did: string; handle: string }, o: Shown = {}): Promise<Answer> => {
       // a set that stopped resolving since PAR is shown by its name alone; granting it then fails
       const sets = await permissionSets(c.row.scope).catch(() => [])
-      const words = consentWords(c.row.scope, sets)
+      const spaces = await spaceWords(c.row.scope).catch(() => undefined)
+      const words = consentWords(c.row.scope, sets, spaces)
       return show(c, (f) => consentPage(f, { did: account.did, handle: account.handle, words, scope: c.row.scope }), o)
     },
 

@@ -23,11 +23,12 @@ import {
   type Ctx,
   type ExpandScope,
   type PermissionSetsFor,
+  type SpaceWordsFor,
 } from './authorize-kit.js'
 import * as store from './store.js'
 
 export { REMEMBERED_MAX_S } from '../web/sign-in/flow.js'
-export type { ExpandScope, PermissionSetsFor } from './authorize-kit.js'
+export type { ExpandScope, PermissionSetsFor, SpaceWordsFor } from './authorize-kit.js'
 export const PROMPTS = ['none', 'login', 'consent', 'select_account', 'create'] as const
 const PATH = '/oauth/authorize'
 /** the password and the factors: the login budgets, spent by the flow per account */
@@ -37,9 +38,10 @@ export function authorizePages(
   deps: AuthorizeDeps,
   permissionSets: PermissionSetsFor = async () => [],
   expandScope: ExpandScope = async (scope) => scope,
+  spaceWords?: SpaceWordsFor,
 ): Router {
   const { config, db } = deps
-  const kit = authorizeKit(deps, permissionSets, expandScope)
+  const kit = authorizeKit(deps, permissionSets, expandScope, spaceWords)
   const { show, showLogin, showPicker, showConsent, showSignup, redirectTo, grant, usable, hintMatches } = kit
   const r = Router()
   const factors = factorSteps<Ctx>(deps, { flow: kit.flow, httpsImages: (c) => !!c.client.logoUri, showLogin, showConsent, tooMany })

@@ -9,19 +9,24 @@ import {
   RepoPermission,
   RpcPermission,
 } from '@atproto/oauth-scopes'
+import { describeSpaceScope, isSpaceScope, parseSpaceScope } from '../space/scope.js'
+import { wordsContext, type SpaceWords } from './space-types.js'
 
-export type PermissionKind = 'identity' | 'records' | 'files' | 'email' | 'handle' | 'chat' | 'services' | 'account' | 'sets' | 'other'
+export type PermissionKind =
+  'identity' | 'records' | 'spaces' | 'files' | 'email' | 'handle' | 'chat' | 'services' | 'account' | 'sets' | 'other'
 
 /** what the consent page shows for a permission set an `include:` scope names */
 export type PermissionSetInfo = { nsid: string; title?: string; detail?: string; permissions: string[] }
 
 export type ConsentGroup = { kind: PermissionKind; title: string; items: string[] }
 export type ConsentSet = { nsid: string; title: string; detail?: string; items: string[] }
-export type ConsentWords = { groups: ConsentGroup[]; sets: ConsentSet[] }
+/** `warnings`: permissions the page shows prominently (any kind of space, whoever owns it) */
+export type ConsentWords = { groups: ConsentGroup[]; sets: ConsentSet[]; warnings: string[] }
 
 const GROUP_TITLES: Record<PermissionKind, string> = {
   identity: 'Who you are',
   records: 'Posts, likes, follows and other records',
+  spaces: 'Spaces (shared, non-public data)',
   files: 'Files',
   email: 'Email',
   handle: 'Handle and identity',
@@ -95,7 +100,7 @@ function accountWords(p: AccountPermission): [PermissionKind, string] {
 }
 
 /** the words for one scope: its group and item, or undefined when it adds nothing to show */
-function wordsFor(scope: string): Array<[PermissionKind, string]> {
+function wordsFor(scope: string, spaces?: SpaceWords): Array<[PermissionKind, string]> {
   if (isStaticScopeValue(scope)) {
     switch (scope) {
       case 'atproto':
@@ -113,6 +118,8 @@ function wordsFor(scope: string): Array<[PermissionKind, string]> {
         return [['chat', 'Read and send your Bluesky chat messages']]
     }
   }
+  const space = spaceWordsFor(scope, spaces)
+  if (space) return [['spaces', space.text]]
   const repo = RepoPermission.fromString(scope)
   if (repo) return [['records', repoWords(repo)]]
   const rpc = RpcPermission.fromString(scope)
@@ -135,8 +142,23 @@ function wordsFor(scope: string): Array<[PermissionKind, string]> {
   return [['other', `A permission this server cannot describe: ${scope}`]]
 }
 
-/** `scope` (space-separated) in plain words, grouped by kind; `include:` scopes by their set */
-export function consentWords(scope: string, sets: PermissionSetInfo[] = []): ConsentWords {
+function spaceWordsFor(scope: string, spaces: SpaceWords | undefined) {
+  if (!isSpaceScope(scope)) return undefined
+  try {
+    const parsed = parseSpaceScope(scope)
+    return describeSpaceScope(parsed, wordsContext(parsed, spaces))
+  } catch {
+    return undefined
+  }
+}
+
+const WILD_SPACES = 'Careful: this app asks for every kind of space, whoever owns it — that reaches every space you belong to.'
+
+/**
+ * `scope` (space-separated) in plain words, grouped by kind; `include:` scopes by their set;
+ * `space:` scopes with their type's declared name and their authority's handle from `spaces`
+ */
+export function consentWords(scope: string, sets: PermissionSetInfo[] = [], spaces?: SpaceWords): ConsentWords {
   const byKind = new Map<PermissionKind, string[]>()
   const add = (kind: PermissionKind, item: string) => {
     const items = byKind.get(kind) ?? []
@@ -152,12 +174,14 @@ export function consentWords(scope: string, sets: PermissionSetInfo[] = []): Con
         nsid: include.nsid,
         title: info?.title ?? `Permissions defined by ${include.nsid}`,
         detail: info?.detail,
-        items: (info?.permissions ?? []).flatMap((p) => wordsFor(p).map(([, w]) => w)),
+        items: (info?.permissions ?? []).flatMap((p) => wordsFor(p, spaces).map(([, w]) => w)),
       })
       continue
     }
-    for (const [kind, item] of wordsFor(s)) add(kind, item)
+    for (const [kind, item] of wordsFor(s, spaces)) add(kind, item)
   }
   const groups = ORDER.filter((k) => byKind.has(k)).map((kind) => ({ kind, title: GROUP_TITLES[kind], items: byKind.get(kind)! }))
-  return { groups, sets: outSets }
+  // a set's space permissions name a concrete type, so only a direct one can be this wide
+  const wild = [...new Set(scope.split(' '))].some((s) => spaceWordsFor(s, spaces)?.warning)
+  return { groups, sets: outSets, warnings: wild ? [WILD_SPACES] : [] }
 }

@@ -153,6 +153,7 @@ export function consentPage(f: Flow, p: { did: string; handle: string; words: Co
       </div>
       ${links.length > 0 && html`<div class="links">${links}</div>`} ${messages(f)}
       <p>Signed in as <strong id="account-handle">@${p.handle}</strong>. <a href="${f.link('select')}">Not you?</a></p>
+      ${p.words.warnings.map((w) => html`<p class="alert" role="alert" data-kind="warning">${w}</p>`)}
       <h2>If you allow it, this app can:</h2>
       <ul class="perms" id="permissions">
         ${sets}${groups}

@@ -4,9 +4,11 @@
 // once the user signs in, so tokens carry only concrete permissions and a refresh keeps them.
 // What a set may grant follows @atproto/oauth-scopes: only `repo:` and `rpc:` permissions under
 // the set's own NSID namespace survive (others are dropped); `inheritAud` rpc permissions take
-// the include's `aud`.
-import type { LexiconDoc } from '@atproto/lexicon'
+// the include's `aud`. Spaces add `space` permissions, whose space type is held to the same
+// namespace rule (their collections are not).
 import { IncludeScope, type LexiconPermissionSet } from '@atproto/oauth-scopes'
+import type { PublishedLexicon } from '../lexicon/documents.js'
+import { spaceScopesOfPermissionSet } from '../space/scope.js'
 import { LexiconResolutionError, LexiconResolver, type LexiconResolverDeps } from '../lexicon/resolver.js'
 
 export class PermissionSetError extends Error {}
@@ -16,7 +18,8 @@ export type IncludedSet = { nsid: string; title?: string; detail?: string; permi
 
 /** resolves and validates permission sets (through the cached lexicon resolver) */
 export class PermissionSets {
-  private lexicons: LexiconResolver
+  /** the resolver (and its cache) space type declarations share */
+  readonly lexicons: LexiconResolver
 
   constructor(deps: LexiconResolverDeps) {
     this.lexicons = new LexiconResolver(deps)
@@ -24,7 +27,7 @@ export class PermissionSets {
 
   /** the set `nsid` names; PermissionSetError saying why when it cannot be had */
   async resolve(nsid: string): Promise<LexiconPermissionSet> {
-    let doc: LexiconDoc
+    let doc: PublishedLexicon
     try {
       doc = await this.lexicons.resolve(nsid)
     } catch (err) {
@@ -56,7 +59,7 @@ export async function expandPermissionSets(scope: string, sets: PermissionSets):
       continue
     }
     const include = parseInclude(s)
-    for (const p of include.toScopes(await sets.resolve(include.nsid))) out.add(p)
+    for (const p of grantsOf(include, await sets.resolve(include.nsid))) out.add(p)
   }
   return [...out].join(' ')
 }
@@ -72,10 +75,15 @@ export async function describePermissionSets(scope: string, sets: PermissionSets
       nsid: include.nsid,
       title: localized(set.title, set['title:lang'], langs),
       detail: localized(set.detail, set['detail:lang'], langs),
-      permissions: include.toScopes(set),
+      permissions: grantsOf(include, set),
     })
   }
   return out
+}
+
+/** what one `include:` grants: the library's reading of the set, then its `space` permissions */
+function grantsOf(include: IncludeScope, set: LexiconPermissionSet): string[] {
+  return [...include.toScopes(set), ...spaceScopesOfPermissionSet(include.nsid, set.permissions)]
 }
 
 function parseInclude(s: string): IncludeScope {

@@ -14,9 +14,11 @@ import { authorizePages, PROMPTS } from './authorize.js'
 import { endGrant } from '../auth/revocation.js'
 import { mintOAuthPair, OAUTH_ACCESS_TTL_S, randomId, verifyOAuthToken } from './tokens.js'
 import { describePermissionSets, expandPermissionSets, isIncludeScope, PermissionSetError, PermissionSets } from './permission-sets.js'
+import { checkSpaceScopes, SpaceTypeError, SpaceTypes, spaceWords, tokenScope } from './space-types.js'
+import { isSpaceScope, parseSpaceScope, SpaceScopeError } from '../space/scope.js'
 import * as store from './store.js'
 
-/** the static scope values; every `repo:`, `rpc:`, `blob:`, `account:` and `identity:` form is accepted too */
+/** the static scope values; every `repo:`, `rpc:`, `blob:`, `account:`, `identity:`, `include:` and `space:` form is accepted too */
 export const SCOPES_SUPPORTED: readonly string[] = STATIC_SCOPE_VALUES
 const PAR_TTL_S = 60
 const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:'
@@ -43,6 +45,13 @@ export function oauthRoutes(deps: Deps): Router {
   const { config, db, oauth } = deps
   const r = Router()
   const sets = new PermissionSets(deps)
+  const spaceTypes = new SpaceTypes(sets.lexicons)
+  // what a grant holds: sets expanded, and every space type named resolvable (else invalid_scope)
+  const grantable = async (scope: string) => {
+    const expanded = await expandPermissionSets(scope, sets)
+    await checkSpaceScopes(expanded, spaceTypes)
+    return expanded
+  }
   const form = express.urlencoded({ extended: false, limit: '64kb' })
   const endpoint = (path: string) => `${config.publicUrl}${path}`
 
@@ -119,9 +128,9 @@ export function oauthRoutes(deps: Deps): Router {
       if (!redirectAllowed(client, redirectUri))
         throw new OAuthError(400, 'invalid_request', 'redirect_uri is not registered for this client')
       const scope = checkScope(need(p, 'scope'), client)
-      // every permission set asked for must resolve now; the page and the code reuse the cached answer
-      await expandPermissionSets(scope, sets).catch((err) => {
-        throw err instanceof PermissionSetError ? new OAuthError(400, 'invalid_scope', err.message) : err
+      // every permission set and space type asked for must resolve now; the page and the code reuse the cached answer
+      await grantable(scope).catch((err) => {
+        throw err instanceof PermissionSetError || err instanceof SpaceTypeError ? new OAuthError(400, 'invalid_scope', err.message) : err
       })
       const state = need(p, 'state')
       if (state.length > 1024) throw new OAuthError(400, 'invalid_request', 'state is too long')
@@ -169,7 +178,8 @@ export function oauthRoutes(deps: Deps): Router {
     authorizePages(
       deps,
       (scope) => describePermissionSets(scope, sets),
-      (scope) => expandPermissionSets(scope, sets),
+      grantable,
+      async (scope) => spaceWords(await expandPermissionSets(scope, sets), spaceTypes, deps),
     ),
   )
 
@@ -208,6 +218,15 @@ export function oauthRoutes(deps: Deps): Router {
     if (row.dpop_jkt !== jkt) throw new OAuthError(400, 'invalid_grant', 'The DPoP key differs from the one bound at authorization')
     // recorded once the proof's key is the one the code is bound to
     await remember(proof)
+    // the token's form of the grant; a declaration gone since the consent refuses the code
+    let issued = row.scope
+    let unresolved: OAuthError | undefined
+    try {
+      issued = await tokenScope(row.scope, row.did, spaceTypes)
+    } catch (err) {
+      if (!(err instanceof SpaceTypeError)) throw err
+      unresolved = new OAuthError(400, 'invalid_scope', err.message)
+    }
     // checked once the code is burnt, all in one transaction: a code that fails a check is spent
     const redeemed = await store.redeemCode(
       db,
@@ -219,16 +238,16 @@ export function oauthRoutes(deps: Deps): Router {
         if (redirectUri !== row.redirect_uri)
           return new OAuthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request')
         if (clientId !== row.client_id) return new OAuthError(400, 'invalid_grant', 'client_id does not match the authorization request')
-        return undefined
+        return unresolved
       },
-      (gen) => mintOAuthPair(oauth, row.did, row.scope, jkt, gen),
+      (gen) => mintOAuthPair(oauth, row.did, issued, jkt, gen),
     )
     if (!redeemed.ok) {
       if (redeemed.refused === 'used') throw new OAuthError(400, 'invalid_grant', 'Invalid or expired authorization code')
       if (redeemed.refused === 'account') throw new OAuthError(400, 'invalid_grant', 'The account is not available')
       throw redeemed.refused
     }
-    return { ...redeemed.pair, scope: row.scope, sub: row.did }
+    return { ...redeemed.pair, scope: issued, sub: row.did }
   }
 
   async function refreshGrant(p: Record<string, string | undefined>, proof: CheckedProof) {
@@ -247,24 +266,35 @@ export function oauthRoutes(deps: Deps): Router {
       throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
     }
     if (record.client_id && record.client_id !== clientId) throw new OAuthError(400, 'invalid_grant', 'client_id does not match the token')
+    // the grant as the user allowed it; each refresh rewrites its space: permissions afresh
     const granted = record.scope ?? claims.scope
+    const rewrite = (scope: string) =>
+      tokenScope(scope, claims.sub, spaceTypes).catch((err) => {
+        throw err instanceof SpaceTypeError ? new OAuthError(400, 'invalid_scope', err.message) : err
+      })
     let scope = granted
     if (p.scope !== undefined) {
-      // never broader than what was granted: a narrower set of the granted values, or a refusal
-      const have = new Set(granted.split(' '))
+      // never broader than what was granted: a narrower set of the granted values (as granted or
+      // as a token carried them), or a refusal
+      const have = new Map<string, string>()
+      for (const s of granted.split(' ').filter(Boolean)) {
+        have.set(s, s)
+        if (isSpaceScope(s)) have.set(await rewrite(s), s)
+      }
       const asked = [...new Set(p.scope.split(' ').filter(Boolean))]
       const extra = asked.find((s) => !have.has(s))
       if (extra !== undefined) throw new OAuthError(400, 'invalid_scope', `Scope ${extra} was not granted`)
       if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'The narrowed scope must keep atproto')
-      scope = asked.join(' ')
+      scope = [...new Set(asked.map((s) => have.get(s)!))].join(' ')
     }
+    const issued = await rewrite(scope)
     const account = await store.grantableAccount(db, claims.sub)
     if (!account) throw new OAuthError(400, 'invalid_grant', 'The account is not available')
-    const pair = await mintOAuthPair(oauth, claims.sub, scope, jkt, account.credential_gen)
+    const pair = await mintOAuthPair(oauth, claims.sub, issued, jkt, account.credential_gen)
     // of concurrent uses of one refresh token, one rotates it
     const rotated = await store.rotateRefresh(db, claims.jti, pair, { did: claims.sub, jkt, scope, clientId: record.client_id ?? clientId })
     if (!rotated) throw new OAuthError(400, 'invalid_grant', 'Refresh token has been revoked or already used')
-    return { ...pair, scope, sub: claims.sub }
+    return { ...pair, scope: issued, sub: claims.sub }
   }
 
   // always 200 with an empty body. Only a token this server signed ends anything (RFC 7009:
@@ -345,8 +375,15 @@ function checkScope(scope: string, client: ClientMetadata): string {
   const declared = new Set(client.scope.split(' '))
   if (!asked.includes('atproto')) throw new OAuthError(400, 'invalid_scope', 'scope must include atproto')
   for (const s of asked) {
-    // an `include:` is checked by resolving its set (expandPermissionSets)
-    if (!isAtprotoOauthScope(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
+    // an `include:` is checked by resolving its set (expandPermissionSets), a `space:` type by its declaration
+    if (isSpaceScope(s)) {
+      try {
+        parseSpaceScope(s)
+      } catch (err) {
+        if (err instanceof SpaceScopeError) throw new OAuthError(400, 'invalid_scope', `Malformed scope ${s}: ${err.message}`)
+        throw err
+      }
+    } else if (!isAtprotoOauthScope(s) && !isIncludeScope(s)) throw new OAuthError(400, 'invalid_scope', `Unsupported scope ${s}`)
     if (!declared.has(s)) throw new OAuthError(400, 'invalid_scope', `Scope ${s} is not declared by the client`)
   }
   return asked.join(' ')

@@ -1,0 +1,281 @@
+// The `space:` OAuth permission at the authorization server, as an app meets it: the official
+// client asks for one, the consent page words it (the type's declared name, a named authority's
+// handle, a warning for every space of anyone), and the token endpoint answers it rewritten for
+// the user (`self` as the DID, the declared collections), at the code exchange and every refresh.
+// Space type declarations and permission sets are published as lexicon records on the server and
+// found through a `_lexicon` TXT record on a loopback nameserver; DIDs live in a PLC stand-in.
+import { createRequire } from 'node:module'
+import { AtpAgent } from '@atproto/api'
+import { requestLocalLock } from '@atproto/oauth-client'
+import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { describe, PASSWORD, startTestPds, type TestPds } from './harness.js'
+import { authorize, dpopKey, exchange, loopbackClientId, openPage, par, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
+import { startNameserver, type Nameserver } from './tripwire.js'
+import { scopeStringAllows } from '../src/space/scope.js'
+
+const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
+
+const CHAT = 'com.example.chat.space'
+const SET = 'com.example.chat.access'
+const MESSAGE = 'com.example.chat.message'
+const REACTION = 'com.example.chat.reaction'
+
+const schema = (id: string, main: Record<string, unknown>) => ({ $type: 'com.atproto.lexicon.schema', lexicon: 1, id, defs: { main } })
+
+let plc: any
+let plcUrl: string
+let dns: Nameserver
+let pds: TestPds
+const txt: Record<string, string[]> = {}
+let n = 0
+
+async function account(prefix: string) {
+  const agent = new AtpAgent({ service: pds.url })
+  const handle = `${prefix}${++n}.test`
+  const res = await agent.createAccount({ handle, email: `${handle}@example.com`, password: PASSWORD })
+  return { agent, did: res.data.did, handle }
+}
+
+async function publish(agent: AtpAgent, record: Record<string, unknown>) {
+  await agent.com.atproto.repo.createRecord({
+    repo: agent.did!,
+    collection: 'com.atproto.lexicon.schema',
+    rkey: record.id as string,
+    record,
+  })
+}
+
+const srv = () => ({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL })
+
+async function parStatus(scope: string) {
+  const res = await par(srv(), await dpopKey(), { client_id: loopbackClientId(scope), scope })
+  return [res.status, res.json?.error, res.json?.error_description]
+}
+
+function mapStore<T>() {
+  const m = new Map<string, T>()
+  return {
+    get: async (k: string) => m.get(k),
+    set: async (k: string, v: T) => void m.set(k, v),
+    del: async (k: string) => void m.delete(k),
+  }
+}
+
+function officialClient(scope: string) {
+  return new NodeOAuthClient({
+    clientMetadata: {
+      client_id: loopbackClientId(scope),
+      redirect_uris: [REDIRECT],
+      scope,
+      response_types: ['code'],
+      grant_types: ['authorization_code', 'refresh_token'],
+      token_endpoint_auth_method: 'none',
+      application_type: 'native',
+      dpop_bound_access_tokens: true,
+    },
+    stateStore: mapStore<NodeSavedState>(),
+    sessionStore: mapStore<NodeSavedSession>(),
+    handleResolver: pds.url,
+    plcDirectoryUrl: plcUrl,
+    allowHttp: true,
+    requestLock: requestLocalLock,
+  })
+}
+
+/** the consent page the official client's request leads to, once signed in; and how to allow it */
+async function consent(client: NodeOAuthClient, who: { handle: string }, scope: string) {
+  const requestUri = (await client.authorize(who.handle, { scope })).searchParams.get('request_uri')!
+  const page = await openPage(pds.url, requestUri)
+  const shown = await submitPage(
+    pds.url,
+    requestUri,
+    { handle: who.handle, password: PASSWORD, step: 'login', action: 'allow', csrf_token: page.csrf },
+    page.cookie,
+  )
+  expect(shown.status, shown.text).toBe(200)
+  const allow = async () => {
+    const did = /name="did" value="([^"]+)"/.exec(shown.text)![1]
+    const res = await submitPage(pds.url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)
+    expect(res.status, res.text).toBe(302)
+    return client.callback(new URL(res.headers.get('location')!).searchParams)
+  }
+  return { text: shown.text, allow }
+}
+
+/** the visible permission lines of a consent page */
+const permissionLines = (html: string) => [...html.matchAll(/<li>([^<]+)<\/li>/g)].map((m) => m[1].replace(/&#x27;|&#39;/g, "'"))
+
+let pub: Awaited<ReturnType<typeof account>>
+let user: Awaited<ReturnType<typeof account>>
+let friend: Awaited<ReturnType<typeof account>>
+
+describe('space: scopes at the authorization server', () => {
+  beforeAll(async () => {
+    dns = await startNameserver({}, txt)
+    plc = PlcServer.create({ db: Database.mock(), port: 0 })
+    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
+    pds = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_DNS_NAMESERVERS: dns.address })
+    pub = await account('pub')
+    user = await account('user')
+    friend = await account('friend')
+    txt['_lexicon.chat.example.com'] = [`did=${pub.did}`]
+    await publish(pub.agent, schema(CHAT, { type: 'space', key: 'any', name: 'Group chat', collections: [MESSAGE, REACTION] }))
+    await publish(
+      pub.agent,
+      schema(SET, {
+        type: 'permission-set',
+        title: 'Chat access',
+        detail: 'Read and post in your group chats',
+        permissions: [
+          { type: 'permission', resource: 'space', spaceType: CHAT, action: ['read', 'create'], collection: [MESSAGE] },
+          // a space type outside the set's namespace: dropped
+          { type: 'permission', resource: 'space', spaceType: 'org.other.team.space', action: ['read'] },
+        ],
+      }),
+    )
+    await publish(pub.agent, schema('com.example.chat.getThing', { type: 'query', output: { encoding: 'application/json' } }))
+  })
+  afterAll(async () => {
+    await pds?.stop()
+    await plc?.destroy()
+    await dns?.close()
+  })
+
+  it('the official client gets a space: scope; the consent page names the type; the token carries it rewritten, also after a refresh', async () => {
+    const scope = `atproto space:${CHAT}`
+    const client = officialClient(scope)
+    const page = await consent(client, user, scope)
+    expect(permissionLines(page.text)).toContain(
+      'In “Group chat” spaces you own: read everything members wrote and create, change and delete your records of the kinds the space type defines.',
+    )
+    expect(page.text).not.toContain('role="alert" data-kind="warning"')
+    const { session } = await page.allow()
+    const rewritten = `atproto space:${CHAT}?authority=${user.did}&collection=${MESSAGE}&collection=${REACTION}`
+    expect((await session.getTokenInfo(false)).scope).toBe(rewritten)
+    // a refresh answers the rewritten form again, never `self`
+    const refreshed = await session.getTokenInfo(true)
+    expect(refreshed.scope).toBe(rewritten)
+    const me = await session.fetchHandler('/xrpc/com.atproto.server.getSession')
+    expect(me.status).toBe(200)
+  })
+
+  it('a raw refresh rewrites again and may narrow to the rewritten value', async () => {
+    const scope = `atproto space:${CHAT}?action=read_self`
+    const key = await dpopKey()
+    const clientId = loopbackClientId(scope)
+    const { code, verifier } = await authorize(srv(), key, { handle: user.handle, password: PASSWORD }, { client_id: clientId, scope })
+    const token = await exchange(srv(), key, code, verifier, { client_id: clientId })
+    expect(token.status, token.text).toBe(200)
+    const space = `space:${CHAT}?authority=${user.did}&collection=${MESSAGE}&collection=${REACTION}&action=read_self`
+    expect(token.json.scope).toBe(`atproto ${space}`)
+    const again = await refreshGrant(srv(), key, token.json.refresh_token, { client_id: clientId })
+    expect(again.status, again.text).toBe(200)
+    expect(again.json.scope).toBe(`atproto ${space}`)
+    // the app names what its token carried; it still gets exactly that
+    const narrowed = await refreshGrant(srv(), key, again.json.refresh_token, { client_id: clientId, scope: `atproto ${space}` })
+    expect(narrowed.status, narrowed.text).toBe(200)
+    expect(narrowed.json.scope).toBe(`atproto ${space}`)
+    const wider = await refreshGrant(srv(), key, narrowed.json.refresh_token, {
+      client_id: clientId,
+      scope: `atproto space:${CHAT}?authority=*&action=read`,
+    })
+    expect([wider.status, wider.json.error]).toEqual([400, 'invalid_scope'])
+  })
+
+  it('shows a named authority by its verified handle and keeps its DID in the token', async () => {
+    const scope = `atproto space:${CHAT}?authority=${friend.did}&skey=family&action=read`
+    const client = officialClient(scope)
+    const page = await consent(client, user, scope)
+    expect(permissionLines(page.text)).toContain(
+      `In the space “family” (“Group chat”) @${friend.handle} owns: read everything members wrote.`,
+    )
+    const { session } = await page.allow()
+    expect((await session.getTokenInfo(false)).scope).toBe(
+      `atproto space:${CHAT}?authority=${friend.did}&skey=family&collection=${MESSAGE}&collection=${REACTION}&action=read`,
+    )
+  })
+
+  it('warns prominently about every kind of space of anyone, and grants it as asked', async () => {
+    const scope = 'atproto space:*?authority=*&action=read'
+    const client = officialClient(scope)
+    const page = await consent(client, user, scope)
+    expect(page.text).toMatch(/<p class="alert" role="alert" data-kind="warning">Careful: this app asks for every kind of space/)
+    expect(permissionLines(page.text)).toContain('In any space anyone owns: read everything members wrote.')
+    const { session } = await page.allow()
+    expect((await session.getTokenInfo(false)).scope).toBe('atproto space:*?authority=*&action=read')
+  })
+
+  it('a permission set grants its space permissions under its own namespace, worded on the consent page', async () => {
+    const scope = `atproto include:${SET}`
+    const client = officialClient(scope)
+    const page = await consent(client, user, scope)
+    expect(page.text).toContain('Chat access')
+    expect(permissionLines(page.text)).toContain(
+      `In “Group chat” spaces you own: read everything members wrote and create your “${MESSAGE}” records.`,
+    )
+    expect(page.text).not.toContain('org.other.team.space')
+    const { session } = await page.allow()
+    expect((await session.getTokenInfo(false)).scope).toBe(
+      `atproto space:${CHAT}?authority=${user.did}&collection=${MESSAGE}&action=read&action=create`,
+    )
+  })
+
+  it('refuses at PAR a space type whose declaration cannot be had, and a malformed space: scope', async () => {
+    expect(await parStatus('atproto space:com.example.chat.nothere')).toEqual([
+      400,
+      'invalid_scope',
+      expect.stringContaining('Space type com.example.chat.nothere could not be resolved'),
+    ])
+    expect(await parStatus('atproto space:com.example.chat.getThing')).toEqual([
+      400,
+      'invalid_scope',
+      'com.example.chat.getThing is not a space type declaration',
+    ])
+    expect(await parStatus('atproto space:com.nowhere.thing.space')).toEqual([
+      400,
+      'invalid_scope',
+      expect.stringContaining('could not be resolved'),
+    ])
+    expect(await parStatus('atproto space:*?authority=someone')).toEqual([
+      400,
+      'invalid_scope',
+      expect.stringContaining('authority must be a DID'),
+    ])
+    expect(await parStatus(`atproto space:${CHAT}?action=write`)).toEqual([
+      400,
+      'invalid_scope',
+      expect.stringContaining('unknown action write'),
+    ])
+    // any type needs no declaration; neither does a concrete one that names its collections at PAR, which still must resolve
+    expect((await parStatus('atproto space:*'))[0]).toBe(201)
+
+    const bad = officialClient('atproto space:com.example.chat.nothere')
+    const err = await bad.authorize(user.handle, { scope: 'atproto space:com.example.chat.nothere' }).then(
+      () => undefined,
+      (e: any) => e,
+    )
+    expect(err?.error).toBe('invalid_scope')
+  })
+
+  it('refuses a space type declaration that is not well formed when it is published', async () => {
+    const refused = await pub.agent.com.atproto.repo
+      .createRecord({
+        repo: pub.did,
+        collection: 'com.atproto.lexicon.schema',
+        rkey: 'com.example.chat.broken',
+        record: schema('com.example.chat.broken', { type: 'space', key: 'any', name: '', collections: ['not an nsid'] }),
+      })
+      .then(
+        () => undefined,
+        (e: any) => [e.status, e.error, e.message],
+      )
+    expect(refused).toEqual([400, 'InvalidRequest', expect.stringContaining('not a valid space type declaration')])
+  })
+
+  it('transition:generic grants nothing in spaces', () => {
+    const req = { space: { authority: user.did, type: CHAT, skey: 'family' }, user: user.did, action: 'read' as const }
+    expect(scopeStringAllows('atproto transition:generic', req)).toBe(false)
+    expect(scopeStringAllows(`atproto space:${CHAT}?authority=${user.did}&collection=${MESSAGE}`, req)).toBe(true)
+  })
+})
