@@ -1,7 +1,8 @@
-// Request limits: header size and connection timeouts (slowloris), WebSocket frame size on the
-// firehose, and JSON bodies of served methods, which are parsed here with a depth cap so no
-// request can make validation recurse without bound.
-import express, { type NextFunction, type Request, type Response } from 'express'
+// Tuning numbers: how long, how often, how many, how large. Each says why it is what it is.
+// Rules of the protocol (token lifetimes, frame formats, close codes) stay where the rule lives;
+// what an operator may change is a setting in config.ts instead.
+import type { FirehoseOptions } from './sequencer/firehose.js'
+import type { CrawlerOptions } from './sequencer/crawlers.js'
 
 export type HttpLimits = {
   maxHeaderBytes: number
@@ -16,61 +17,79 @@ export type HttpLimits = {
 }
 
 export const HTTP_LIMITS: HttpLimits = {
+  // twice what a browser's cookies and a DPoP proof take; more is abuse
   maxHeaderBytes: 16 * 1024,
+  // a slow client has this long for its headers: enough on a bad mobile link, short for slowloris
   headersTimeoutMs: 20_000,
+  // a large blob upload over a slow link finishes within five minutes
   requestTimeoutMs: 300_000,
   // above the 60 s idle timeout of common proxies, so the proxy closes first
   keepAliveTimeoutMs: 65_000,
+  // the timeouts above are checked this often: their precision, at the cost of one timer
   checkIntervalMs: 5_000,
+  // firehose subscribers only send a handshake: a client frame beyond a few KiB is abuse
   wsMaxPayloadBytes: 16 * 1024,
 }
 
+/** a served method's JSON body: records are at most a few hundred KiB, with room to spare */
+export const JSON_BODY_BYTES = 1024 * 1024
+/** deep enough for any record a lexicon describes, shallow enough that validation cannot run away */
 export const MAX_JSON_DEPTH = 64
 
-/** nesting depth of a JSON text, without parsing it */
-export function jsonDepth(buf: Uint8Array, stopAt = Infinity): number {
-  let depth = 0
-  let max = 0
-  let inString = false
-  for (let i = 0; i < buf.length; i++) {
-    const c = buf[i]
-    if (inString) {
-      if (c === 0x5c)
-        i++ // backslash: skip the escaped byte
-      else if (c === 0x22) inString = false
-    } else if (c === 0x22) inString = true
-    else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max && (max = depth) > stopAt) return max
-    } else if (c === 0x7d || c === 0x5d) depth--
-  }
-  return max
+/** a Redis that does not answer within this at start is a mistake in PDS_REDIS_URL, said in one line */
+export const REDIS_READY_MS = 5000
+/** Redis answers in milliseconds: a command unanswered this long is a hang, and the rate limits let the request through */
+export const REDIS_COMMAND_MS = 2000
+
+/** what a subscribeRepos consumer may cost before it is dropped, and how the log is read for it */
+export const FIREHOSE_TUNING: Omit<FirehoseOptions, 'retentionHours' | 'maxConnectionsPerAddress'> = {
+  // without a wake-up channel another process's events arrive this late; one indexed read each
+  pollMs: 25,
+  // a lost PostgreSQL notification delays events by at most this
+  safetyPollMs: 1000,
+  // a relay stalls for seconds at most while events arrive; beyond that it is not keeping up
+  maxBuffer: 5000,
+  // bounds the memory one slow consumer can hold
+  maxBacklogBytes: 16 * 1024 * 1024,
+  // a replaying consumer that reads nothing for this long has gone away
+  stallMs: 30_000,
+  // replays read the log hard: four at once leave the store to the writes
+  maxBackfills: 4,
 }
 
-class TooDeep extends Error {
-  status = 400
-  expose = true
+/** asking relays to crawl (the quiet period itself is PDS_CRAWL_INTERVAL_MINUTES) */
+export const CRAWL_TUNING: Omit<CrawlerOptions, 'intervalMs' | 'onOutcome'> = {
+  // a write is noticed this late at most; each look reads one max(seq)
+  checkMs: 5000,
+  // a relay that indexes this server reconnects within minutes of a restart; longer, it dropped us
+  unwatchedMs: 5 * 60_000,
+  // 1 + 2 + 4 + 8 s of backoff: a relay restarting is back within that
+  attempts: 5,
+  backoffMs: 1000,
+  // a relay answers requestCrawl at once; ten seconds without an answer means it is down
+  timeoutMs: 10_000,
 }
 
-/**
- * Parses JSON bodies of the methods this server serves (xrpc-server then uses the parsed body)
- * and refuses any nested deeper than MAX_JSON_DEPTH. Proxied requests are left as streams.
- * The method is named as the router matches it (any letter case, one trailing slash), so no
- * spelling of a served method reaches its handler with a body this did not check.
- */
-/** `served`: whether a method id, in lower case, is served here */
-export function jsonBodies(limit: number, served: (nsid: string) => boolean) {
-  const parse = express.json({
-    limit,
-    verify: (_req, _res, buf) => {
-      if (jsonDepth(buf, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
-        throw new TooDeep(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
-      }
-    },
-  })
-  return (req: Request, res: Response, next: NextFunction) => {
-    if (req.method !== 'POST') return next()
-    const path = req.path.toLowerCase()
-    if (!path.startsWith('/xrpc/') || !served(path.slice(6).replace(/\/$/, ''))) return next()
-    parse(req, res, next)
-  }
+/** the server's own periodic work */
+export const JOBS = {
+  // unreferenced blobs wait out PDS_BLOB_GRACE anyway: sweeping more often finds nothing new
+  blobSweepMs: 10 * 60_000,
+  // challenges live five minutes: a minute's expired ones are a few rows
+  challengeSweepMs: 60_000,
+  // one small file write; a floor half a minute behind the head is all a lost process costs
+  seqFloorMs: 30_000,
+  // a scheduled backup starts at most this late, and one listing of the bucket is all a look costs
+  backupCheckMaxMs: 10 * 60_000,
+}
+
+/** graceful stop: a supervisor allows 5 s before it kills the process */
+export const SHUTDOWN = {
+  // in-flight requests get this long before their connections are cut, so exit stays within 5 s
+  drainMs: 4000,
+  // keep-alive connections are closed as they turn idle, looked at this often
+  idleSweepMs: 50,
+  // a firehose subscriber that does not finish the close handshake within this is cut off
+  wsCloseMs: 1000,
+  // one stuck teardown step is given up after this, so the steps after it still run
+  stepMs: 5000,
 }
