@@ -7,7 +7,7 @@ import { jsonToLex } from '@atproto/lexicon'
  * A body already serialized as JSON, shaped as the method's output so handlers keep their
  * signatures; xrpc-server sends `buffer` as a pass-through body (it looks for `buffer` before
  * `body`). `text` must be valid JSON of the output schema: with response validation on (the
- * tests), server.ts checks it like any other.
+ * tests), start/http.ts checks it like any other.
  */
 class JsonText<T> {
   readonly encoding = 'application/json' as const
