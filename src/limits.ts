@@ -78,6 +78,14 @@ export const JOBS = {
   challengeSweepMs: 60_000,
   // one small file write; a floor half a minute behind the head is all a lost process costs
   seqFloorMs: 30_000,
+  // expired events leave this often: retention is counted in hours, so minutes late is nothing
+  eventPruneMs: 10 * 60_000,
+  // events deleted per statement: each delete is short, so writers are never held up long
+  eventPruneBatch: 1000,
+  // blob rows per pass: each is one short transaction
+  blobSweepBatch: 1000,
+  // challenges deleted per statement, through the expiry index: short enough never to hold writers
+  challengeSweepBatch: 500,
   // a scheduled backup starts at most this late, and one listing of the bucket is all a look costs
   backupCheckMaxMs: 10 * 60_000,
 }

@@ -18,6 +18,7 @@ import { openSealed, SEAL_OVERHEAD, sealedStream } from './backup-seal.js'
 import { output, str, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 import { s3RequestHandler } from '../net/dns.js'
+import { JOBS } from '../limits.js'
 
 export type BackupS3Config = {
   bucket: string
@@ -195,7 +196,7 @@ export async function downloadFromS3(config: Config, which: string, dir: string)
 export function scheduleBackups(config: Config, db: Db, logger: Logger, opts: { intervalMs?: number; checkMs?: number } = {}) {
   if (!config.backupS3) return { stop: async () => {} }
   const intervalMs = opts.intervalMs ?? config.backupS3.intervalHours * 3_600_000
-  const checkMs = opts.checkMs ?? Math.min(intervalMs, 10 * 60_000)
+  const checkMs = opts.checkMs ?? Math.min(intervalMs, JOBS.backupCheckMaxMs)
   let running: Promise<void> | undefined
   let stopped = false
   const tick = () => {

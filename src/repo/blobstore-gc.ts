@@ -8,11 +8,11 @@ import { advisoryLockByName } from '../db/dialect.js'
 import type { Schema, Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
 import { lockRoot } from './writer.js'
+import { JOBS } from '../limits.js'
 
 export type Sweepable = { did: string; cid: string; size: number; reason: 'unreferenced' | 'account deleted' }
 
-// rows per pass: each is one short transaction
-const BATCH = 1000
+const BATCH = JOBS.blobSweepBatch
 // a staged upload this old was left by a crash: no upload runs for a day
 const STAGED_MAX_AGE_MS = 24 * 3600_000
 

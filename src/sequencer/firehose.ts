@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js'
 import { StreamAdmission } from './admission.js'
 import { Slots } from './slots.js'
 import { seqAndTimeParts } from './splice.js'
+import { JOBS } from '../limits.js'
 
 /**
  * `bytes` is the subscribeRepos message; `frame` the same bytes behind the WebSocket header of a
@@ -126,7 +127,7 @@ export class Firehose {
     }, this.opts.pollMs)
     this.timer.unref()
     const prune = () => this.prune().catch((err) => this.logger.error({ err }, 'firehose prune failed'))
-    this.pruneTimer = setInterval(prune, 10 * 60 * 1000)
+    this.pruneTimer = setInterval(prune, JOBS.eventPruneMs)
     this.pruneTimer.unref()
     void prune()
   }
@@ -322,7 +323,7 @@ export class Firehose {
         .where('sequenced_at', '<', cutoff)
         .where('seq', '<', newest)
         .orderBy('sequenced_at')
-        .limit(1000)
+        .limit(JOBS.eventPruneBatch)
         .execute()
       if (!batch.length) return total
       await this.db

@@ -15,6 +15,7 @@ import { isUniqueViolation } from '../../db/index.js'
 import { dropRecoveryCodesIfUnneeded, issueRecoveryCodes } from './recovery.js'
 import { userHandleOf } from './sealing.js'
 import { noticeCredentialChange, type NoticeDeps } from '../notices.js'
+import { JOBS } from '../../limits.js'
 
 export type { AuthenticationResponseJSON, RegistrationResponseJSON }
 export type PasskeyDeps = { db: Store; config: Pick<Config, 'secrets' | 'publicUrl' | 'hostname'> }
@@ -47,7 +48,7 @@ async function rememberChallenge(db: Store, challenge: string, purpose: 'registe
     .execute()
 }
 
-const SWEEP_BATCH = 500
+const SWEEP_BATCH = JOBS.challengeSweepBatch
 
 /**
  * deletes expired challenges (the server runs it every minute, off any request's path): batches
