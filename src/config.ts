@@ -153,6 +153,7 @@ const vars = {
   PDS_REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
   PDS_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   PDS_RATE_LIMITS_ENABLED: bool.default(true),
+  PDS_SPACES_ENABLED: bool.default(true),
   PDS_RATE_LIMIT_MULTIPLIER: z.coerce.number().positive().max(1_000_000).default(1),
   PDS_RATE_LIMIT_BYPASS_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   PDS_RATE_LIMIT_BYPASS_IPS: z
@@ -287,6 +288,8 @@ export type Config = {
   redisUrl?: string
   logLevel: string
   rateLimitsEnabled: boolean
+  /** permissioned data (com.atproto.space.*, com.atproto.simplespace.*); off: every such method answers 501 */
+  spacesEnabled: boolean
   /** points of every rate limit are multiplied by this (operators raise limits with it) */
   rateLimitMultiplier: number
   /** a request with `x-ratelimit-bypass: <key>` skips rate limits (a trusted frontend) */
@@ -503,6 +506,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: v.PDS_REDIS_URL,
     logLevel: v.PDS_LOG_LEVEL,
     rateLimitsEnabled: v.PDS_RATE_LIMITS_ENABLED,
+    spacesEnabled: v.PDS_SPACES_ENABLED,
     rateLimitMultiplier: v.PDS_RATE_LIMIT_MULTIPLIER,
     rateLimitBypassKey: v.PDS_RATE_LIMIT_BYPASS_KEY,
     rateLimitBypassIps: v.PDS_RATE_LIMIT_BYPASS_IPS,

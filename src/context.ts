@@ -13,6 +13,7 @@ import type { ImportHooks } from './migration/import-repo.js'
 import type { OutboundGuard } from './net/guard.js'
 import type { DidResolver } from './identity/did-resolver.js'
 import type { PasswordGuard } from './auth/rate-limits.js'
+import type { NotifyWrite } from './space/repo-write.js'
 
 /** fault injection for tests (StartOptions.testHooks); never set in production */
 export type TestHooks = { importRepo?: ImportHooks }
@@ -38,5 +39,7 @@ export type Services = {
   didResolver: DidResolver
   /** the login budgets, for password checks that are not XRPC routes (sign-in form, admin Basic) */
   passwords: PasswordGuard
+  /** tells a space's host of a committed write to a permissioned repo (best effort) */
+  notifyWrite: NotifyWrite
   testHooks?: TestHooks
 }

@@ -38,6 +38,7 @@ describe('store migrations', () => {
     for (const t of ['account', 'refresh_token', 'plc_operation', 'signing_key', 'event']) expect(names).toContain(t)
     for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
     for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
+    for (const t of ['space_repo', 'space_record', 'space_op', 'space_record_blob']) expect(names).toContain(t)
     expect(columns).toEqual(
       expect.arrayContaining([
         'did',
@@ -75,6 +76,7 @@ describe('store migrations', () => {
       '018-challenge-expiry',
       '019-takedown-indexes',
       '020-sign-in-flow',
+      '021-space-repos',
     ])
     await again.destroy()
   })
@@ -92,6 +94,7 @@ describe('store migrations', () => {
     await db.kysely.schema.dropIndex('record_takedown_idx').execute()
     await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
     // and without the columns of the later migrations, which run again in order
+    for (const t of ['space_repo', 'space_record', 'space_op', 'space_record_blob']) await db.kysely.schema.dropTable(t).execute()
     for (const [table, column] of [
       ['device_account', 'credential_gen'],
       ['device_account', 'password_at'],

@@ -9,6 +9,7 @@ import { consumeEmailToken } from './email-tokens.js'
 import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
 import type { Store } from '../db/schema.js'
 import { endAccess } from './end-access.js'
+import { deleteSpaceRepos } from '../space/repo-write.js'
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
   const res = await trx
@@ -49,6 +50,7 @@ export async function markDeleted(trx: Tx, did: string) {
   const changed = await transition(trx, did, ['active', 'deactivated', 'takendown'], 'deleted')
   if (changed) {
     await endAccess(trx, did, 'deletion')
+    await deleteSpaceRepos(trx, did)
     await accountEvent(trx, did, 'deleted')
     await tombstoneEvent(trx, did)
   }

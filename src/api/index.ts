@@ -10,6 +10,8 @@ import type { RateLimits } from '../auth/rate-limits.js'
 import { registry, rowFor, type Row } from '../auth/registry.js'
 import { handlers, type HandledMethod } from '../generated/handlers.js'
 import { subscriptions } from '../generated/methods.js'
+import type { NextFunction, Request, Response } from 'express'
+import { xrpcError } from '../errors.js'
 
 // a handler file without a registry row does not compile: its auth would be undefined
 void (registry satisfies Record<HandledMethod, Row>)
@@ -21,6 +23,7 @@ type AnyMethod = { id: string; make: (services: Services) => unknown }
 export function mountApi(api: Server, services: Services, rateLimits?: RateLimits): string[] {
   const mounted: string[] = []
   for (const [nsid, mod] of Object.entries(handlers as Record<string, AnyMethod>)) {
+    if (isSpacesMethod(nsid) && !services.config.spacesEnabled) continue
     // the generated table types this too; a handler copied from another file must be renamed inside
     if (mod.id !== nsid) throw new Error(`src/api handler for ${nsid} declares ${mod.id}`)
     const auth = createVerifier(nsid, services)
@@ -43,5 +46,20 @@ function withBodyPermissions(row: Row, handler: MethodHandler): MethodHandler {
   return (ctx: HandlerContext) => {
     checkBodyPermissions(row, ctx.auth, ctx.input)
     return handler(ctx)
+  }
+}
+
+/** Spaces (permissioned data) methods, which PDS_SPACES_ENABLED switches off */
+export const isSpacesMethod = (nsid: string) => /^com\.atproto\.(space|simplespace)\./i.test(nsid)
+
+/**
+ * A Spaces method this server does not serve (switched off, or not yet served) answers 501
+ * itself: it is never forwarded to another service.
+ */
+export function spacesGate(mounted: ReadonlySet<string>) {
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const m = /^\/xrpc\/([^/?#]+)/.exec(req.url)
+    if (m && isSpacesMethod(m[1]) && !mounted.has(m[1])) return next(xrpcError('MethodNotImplemented', 'Method Not Implemented'))
+    next()
   }
 }

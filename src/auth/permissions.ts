@@ -14,6 +14,7 @@ import {
   type RepoPermissionMatch,
   type RpcPermissionMatch,
 } from '@atproto/oauth-scopes'
+import { formatSpaceScope, scopeStringAllows, type SpaceAsk } from '../space/scope.js'
 
 /** one permission a call needs, in the shape the library matches */
 export type Need =
@@ -22,6 +23,11 @@ export type Need =
   | ({ kind: 'blob' } & BlobPermissionMatch)
   | ({ kind: 'account' } & AccountPermissionMatch)
   | ({ kind: 'identity' } & IdentityPermissionMatch)
+  | SpaceNeed
+
+/** a call on a space (`space:` permission): granted when any of `asks` is (putRecord may create or
+ *  replace); `user` is the token's account, which `authority=self` stands for */
+export type SpaceNeed = { kind: 'space'; space: { authority: string; type: string; skey: string }; asks: readonly SpaceAsk[] }
 
 /**
  * The library's transitional reading of a grant (`transition:generic` reaches every repository
@@ -31,6 +37,10 @@ export type Need =
  * takes `account:email` or `transition:email`.
  */
 export class GrantedPermissions extends ScopePermissionsTransition {
+  constructor(readonly scope: string) {
+    super(scope)
+  }
+
   override allowsAccount(options: AccountPermissionMatch): boolean {
     if (this.hasTransitionGeneric && !(options.attr === 'email' && options.action === 'read')) return true
     return super.allowsAccount(options)
@@ -45,19 +55,22 @@ export class GrantedPermissions extends ScopePermissionsTransition {
   private answers = new Map<string, boolean>()
 
   /** whether the grant covers `need` */
-  allows(need: Need): boolean {
-    const key = needKey(need)
+  allows(need: Need, user = ''): boolean {
+    const key = needKey(need) + (need.kind === 'space' ? ` ${user}` : '')
     let answer = this.answers.get(key)
     if (answer === undefined) {
-      answer = this.decide(need)
+      answer = this.decide(need, user)
       if (this.answers.size >= ANSWERS_MAX) this.answers.clear()
       this.answers.set(key, answer)
     }
     return answer
   }
 
-  private decide(need: Need): boolean {
+  private decide(need: Need, user: string): boolean {
     switch (need.kind) {
+      case 'space':
+        // `transition:generic` grants nothing here: only `space:` permissions do
+        return need.asks.some((ask) => scopeStringAllows(this.scope, { space: need.space, user, ...ask }))
       case 'repo':
         return this.allowsRepo(need)
       case 'rpc':
@@ -93,6 +106,8 @@ function needKey(need: Need): string {
       return `account ${need.attr} ${need.action}`
     case 'identity':
       return `identity ${need.attr}`
+    case 'space':
+      return `space ${need.space.authority} ${need.space.type} ${need.space.skey} ${JSON.stringify(need.asks)}`
   }
 }
 
@@ -109,6 +124,18 @@ export function scopeFor(need: Need): string {
       return AccountPermission.scopeNeededFor(need)
     case 'identity':
       return IdentityPermission.scopeNeededFor(need)
+    case 'space': {
+      const ask = need.asks[0] ?? { action: 'read' }
+      const { authority, type, skey } = need.space
+      return formatSpaceScope({
+        type,
+        authority,
+        skey,
+        collections: 'collection' in ask && ask.collection !== undefined ? [ask.collection] : undefined,
+        actions: 'action' in ask ? [ask.action] : [],
+        manage: 'manage' in ask ? [ask.manage] : [],
+      })
+    }
   }
 }
 
@@ -126,11 +153,11 @@ export function permissionsOf(scope: string): GrantedPermissions {
   return perms
 }
 
-/** the first of `needs` that `scope` does not grant, as the scope string that would, or undefined */
-export function missingPermission(scope: string, needs: readonly Need[]): string | undefined {
+/** the first of `needs` that `scope` (granted to `user`) does not grant, as the scope string that would, or undefined */
+export function missingPermission(scope: string, needs: readonly Need[], user?: string): string | undefined {
   if (needs.length === 0) return undefined
   const perms = permissionsOf(scope)
-  for (const need of needs) if (!perms.allows(need)) return scopeFor(need)
+  for (const need of needs) if (!perms.allows(need, user)) return scopeFor(need)
   return undefined
 }
 

@@ -7,6 +7,8 @@
 import type { AccountStatus } from '../db/index.js'
 import type { RepoAction } from '@atproto/oauth-scopes'
 import { rpcNeed, type Need } from './permissions.js'
+import { isSpaceRef, parseSpaceRef } from '../space/refs.js'
+import type { SpaceAsk } from '../space/scope.js'
 
 export type Check =
   | 'none' // unauthenticated
@@ -69,6 +71,34 @@ const write = (collection: unknown, action: RepoAction): Need => ({ kind: 'repo'
 const appViewRpc =
   (lxm: string) =>
   ({ appView }: Call): readonly Need[] => [rpcNeed(lxm, appView)]
+
+/** what a call on the space `space` needs; a malformed reference needs nothing here, as the
+ *  handler refuses it with InvalidRequest before anything happens */
+function spaceNeed(space: unknown, ...asks: SpaceAsk[]): Need[] {
+  if (typeof space !== 'string' || !isSpaceRef(space)) return []
+  const { authority, type, skey } = parseSpaceRef(space)
+  return [{ kind: 'space', space: { authority, type, skey }, asks }]
+}
+
+const SPACE_BATCH_ACTIONS: Record<string, 'create' | 'update' | 'delete'> = {
+  'com.atproto.space.applyWrites#create': 'create',
+  'com.atproto.space.applyWrites#update': 'update',
+  'com.atproto.space.applyWrites#delete': 'delete',
+}
+
+/** every write of a space batch: its action on its collection */
+function spaceBatchNeeds(space: unknown, writes: unknown): Need[] {
+  if (!Array.isArray(writes)) return []
+  return writes.flatMap((w: { $type?: string; collection?: unknown }) =>
+    spaceNeed(space, { action: SPACE_BATCH_ACTIONS[w?.$type ?? ''] ?? 'create', collection: String(w?.collection) }),
+  )
+}
+
+const SPACE_SELF_READ = {
+  check: 'access',
+  statuses: ['active', 'deactivated', 'takendown'],
+  permissions: ({ params }: Call) => spaceNeed(params.space, { action: 'read_self' }),
+} as const satisfies Row
 
 export const registry = {
   // sessions
@@ -246,6 +276,60 @@ export const registry = {
     permissions: ({ proxyTo }) => [rpcNeed('com.atproto.moderation.createReport', proxyTo)],
   },
 
+  // Spaces, repo host: a `space:` permission on the space the call names (a password session holds
+  // them all). Writes cost what public writes cost; putRecord may create or replace, and once the
+  // record is looked up the write itself asks for exactly the one it does
+  'com.atproto.space.createRecord': {
+    check: 'access',
+    bodyPermissions: (b) => spaceNeed(b.space, { action: 'create', collection: String(b.collection) }),
+    rateLimit: 'write',
+    writePoints: 3,
+  },
+  'com.atproto.space.putRecord': {
+    check: 'access',
+    bodyPermissions: (b) =>
+      spaceNeed(b.space, { action: 'create', collection: String(b.collection) }, { action: 'update', collection: String(b.collection) }),
+    rateLimit: 'write',
+    writePoints: 2,
+  },
+  'com.atproto.space.deleteRecord': {
+    check: 'access',
+    bodyPermissions: (b) => spaceNeed(b.space, { action: 'delete', collection: String(b.collection) }),
+    rateLimit: 'write',
+    writePoints: 1,
+  },
+  'com.atproto.space.applyWrites': {
+    check: 'access',
+    bodyPermissions: (b) => spaceBatchNeeds(b.space, b.writes),
+    rateLimit: 'write',
+    writePoints: (body) => batchWritePoints(body.writes),
+  },
+  // reads of the caller's own repo: `read_self`; a taken-down or deactivated owner is answered
+  // with the repo's status by the read itself
+  'com.atproto.space.getRecord': SPACE_SELF_READ,
+  'com.atproto.space.listRecords': SPACE_SELF_READ,
+  'com.atproto.space.getBlob': SPACE_SELF_READ,
+  'com.atproto.space.listBlobs': SPACE_SELF_READ,
+  'com.atproto.space.getLatestCommit': SPACE_SELF_READ,
+  'com.atproto.space.getRepo': SPACE_SELF_READ,
+  'com.atproto.space.listRepoOps': SPACE_SELF_READ,
+  // the caller's spaces: `read_self` over every space the filters leave open
+  'com.atproto.space.listSpaces': {
+    check: 'access',
+    statuses: DEACTIVATED_OK,
+    permissions: ({ params }) => [
+      {
+        kind: 'space',
+        space: {
+          type: typeof params.type === 'string' ? params.type : '*',
+          authority: typeof params.did === 'string' ? params.did : '*',
+          skey: '*',
+        },
+        asks: [{ action: 'read_self' }],
+      },
+    ],
+  },
+
   // administration: HTTP Basic; the moderator methods also take the moderation service's token
   'com.atproto.admin.updateSubjectStatus': { check: 'moderator' },
   'com.atproto.admin.getSubjectStatus': { check: 'moderator' },
@@ -275,6 +359,9 @@ const OP_POINTS: Record<string, number> = {
   'com.atproto.repo.applyWrites#create': 3,
   'com.atproto.repo.applyWrites#update': 2,
   'com.atproto.repo.applyWrites#delete': 1,
+  'com.atproto.space.applyWrites#create': 3,
+  'com.atproto.space.applyWrites#update': 2,
+  'com.atproto.space.applyWrites#delete': 1,
 }
 
 const BATCH_ACTIONS: Record<string, RepoAction> = {

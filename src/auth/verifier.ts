@@ -271,7 +271,7 @@ async function oauthAccess(ctx: MethodAuthContext, token: string, row: Row, deps
   }
   if (row.permissions) {
     const needs = typeof row.permissions === 'function' ? row.permissions(callOf(ctx, deps, nsid)) : row.permissions
-    const missing = missingPermission(claims.scope, needs)
+    const missing = missingPermission(claims.scope, needs, claims.sub)
     if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
   }
   return {
@@ -304,7 +304,7 @@ export function checkBodyPermissions(row: Row, auth: unknown, input: unknown): v
   if (creds?.type !== 'access' || !creds.oauth) return
   const body = (input as { body?: unknown } | undefined)?.body
   const needs = row.bodyPermissions(body && typeof body === 'object' ? (body as Record<string, unknown>) : {})
-  const missing = missingPermission(creds.scope, needs)
+  const missing = missingPermission(creds.scope, needs, creds.did)
   if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
 }
 

@@ -37,6 +37,7 @@ import * as m017 from './migrations/017-block-refs.js'
 import * as m018 from './migrations/018-challenge-expiry.js'
 import * as m019 from './migrations/019-takedown-indexes.js'
 import * as m020 from './migrations/020-sign-in-flow.js'
+import * as m021 from './migrations/021-space-repos.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export { Db, type Tx, type Writer } from './store.js'
@@ -85,6 +86,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '018-challenge-expiry': m018,
   '019-takedown-indexes': m019,
   '020-sign-in-flow': m020,
+  '021-space-repos': m021,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

@@ -291,6 +291,51 @@ export interface SignInStepTable {
   passkey_id: string | null
 }
 
+/** a permissioned repo: one account's records in one space (Spaces) */
+export interface SpaceRepoTable {
+  space: string
+  did: string
+  authority: string
+  type: string
+  rev: string
+  /** the 2048-byte LtHash state */
+  state: Uint8Array
+  created_at: string
+}
+
+export interface SpaceRecordTable {
+  space: string
+  did: string
+  collection: string
+  rkey: string
+  cid: string
+  rev: string
+  /** the record's DAG-CBOR block */
+  value: Uint8Array
+}
+
+/** the operation log of a permissioned repo: `cid` null for a delete, `prev` null for a create */
+export interface SpaceOpTable {
+  space: string
+  did: string
+  rev: string
+  idx: number
+  collection: string
+  rkey: string
+  cid: string | null
+  prev: string | null
+}
+
+export interface SpaceRecordBlobTable {
+  space: string
+  did: string
+  collection: string
+  rkey: string
+  blob_cid: string
+  /** the rev of the write that referenced it (listBlobs `since`) */
+  rev: string
+}
+
 export interface Schema {
   device: DeviceTable
   device_account: DeviceAccountTable
@@ -318,6 +363,10 @@ export interface Schema {
   recovery_code: RecoveryCodeTable
   passkey: PasskeyTable
   webauthn_challenge: WebauthnChallengeTable
+  space_repo: SpaceRepoTable
+  space_record: SpaceRecordTable
+  space_op: SpaceOpTable
+  space_record_blob: SpaceRecordBlobTable
 }
 
 /**

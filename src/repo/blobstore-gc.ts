@@ -49,6 +49,16 @@ function sweepableWhere(cutoff: string) {
               .whereRef('record_blob.blob_cid', '=', 'blob.cid'),
           ),
         ),
+        // a record in a space keeps its blobs as a public record does
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('space_record_blob')
+              .select('space_record_blob.did')
+              .whereRef('space_record_blob.did', '=', 'blob.did')
+              .whereRef('space_record_blob.blob_cid', '=', 'blob.cid'),
+          ),
+        ),
       ]),
     ])
 }

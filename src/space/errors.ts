@@ -15,6 +15,15 @@ const named = {
   BadJwtSignature: 401,
   JwtExpired: 401,
   JwtReplayed: 401,
+  // permissioned repos: the lexicons' names, 400 as the reference answers them
+  RecordNotFound: 400,
+  RecordAlreadyExists: 400,
+  RepoNotFound: 400,
+  RepoTakendown: 400,
+  RepoSuspended: 400,
+  RepoDeactivated: 400,
+  BlobNotFound: 400,
+  Forbidden: 403,
 } as const
 
 export type SpaceErrorName = keyof typeof named

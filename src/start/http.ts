@@ -16,7 +16,7 @@ import { isConnectionLost } from '../db/index.js'
 import { isDiskFull, xrpcError } from '../errors.js'
 import { createServer as createXrpcServer } from '../generated/server/index.js'
 import { lexicons } from '../generated/server/lexicons.js'
-import { mountApi } from '../api/index.js'
+import { mountApi, spacesGate } from '../api/index.js'
 import { optionalBodies } from '../api/compat.js'
 import { skipForXrpc } from '../api/xrpc-paths.js'
 import { assertValidJsonText } from '../api/json-text.js'
@@ -96,6 +96,7 @@ export async function startHttp(
   // the method routes and the catch-all (proxying, 501) straight on this app: mounting
   // xrpc-server's own express app would run express's request setup a second time per request.
   // Errors reach the handler below, which answers them as xrpc-server's would.
+  app.use(spacesGate(known))
   app.use(xrpcRoutes)
   app.use(api.xrpc.catchall)
   app.use((_req: Request, res: Response) => {

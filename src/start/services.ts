@@ -28,6 +28,7 @@ import { createMetrics, type Metrics } from '../metrics.js'
 import { stage } from '../startup-errors.js'
 import { FIREHOSE_TUNING, JOBS, REDIS_COMMAND_MS, REDIS_READY_MS } from '../limits.js'
 import type { Lifecycle } from './lifecycle.js'
+import { notifyNothing } from '../space/repo-write.js'
 
 export async function startServices(
   config: Config,
@@ -70,6 +71,7 @@ export async function startServices(
     outbound,
     didResolver: new DidResolver(db, config.plcUrl, outbound),
     passwords: rateLimits,
+    notifyWrite: notifyNothing,
     testHooks: opts.testHooks,
   }
   registerGauges(services)
