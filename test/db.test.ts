@@ -39,6 +39,7 @@ describe('store migrations', () => {
     for (const t of ['app_password', 'email_token', 'invite_code', 'invite_code_use']) expect(names).toContain(t)
     for (const t of ['repo_root', 'repo_block', 'record', 'record_blob', 'blob']) expect(names).toContain(t)
     for (const t of ['space_repo', 'space_record', 'space_op', 'space_record_blob']) expect(names).toContain(t)
+    for (const t of ['space_config', 'space_member', 'space_writer', 'space_notify']) expect(names).toContain(t)
     expect(columns).toEqual(
       expect.arrayContaining([
         'did',
@@ -77,6 +78,7 @@ describe('store migrations', () => {
       '019-takedown-indexes',
       '020-sign-in-flow',
       '021-space-repos',
+      '022-space-hosts',
     ])
     await again.destroy()
   })
@@ -95,6 +97,7 @@ describe('store migrations', () => {
     await sql`delete from kysely_migration where name >= '017-block-refs'`.execute(db)
     // and without the columns of the later migrations, which run again in order
     for (const t of ['space_repo', 'space_record', 'space_op', 'space_record_blob']) await db.kysely.schema.dropTable(t).execute()
+    for (const t of ['space_config', 'space_member', 'space_writer', 'space_notify']) await db.kysely.schema.dropTable(t).execute()
     for (const [table, column] of [
       ['device_account', 'credential_gen'],
       ['device_account', 'password_at'],

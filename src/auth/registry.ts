@@ -17,6 +17,9 @@ export type Check =
   | 'refresh' // session refresh token (refreshSession, deleteSession only)
   | 'admin' // HTTP Basic admin:<PDS_ADMIN_PASSWORD>
   | 'moderator' // admin Basic, or a service token of the moderation service (PDS_MOD_SERVICE_DID)
+  | 'spaceCredential' // a space credential as DPoP, with a proof bound to it (Spaces)
+  | 'delegation' // a delegation token as Bearer with a DPoP proof without ath (getSpaceCredential)
+  | 'spaceNotify' // another server's service token addressed to a DID the handler checks (notifyWrite)
 
 /** what a row's `permissions` sees of a call before its body is read */
 export type Call = {
@@ -40,7 +43,7 @@ export type Row = {
   permissions?: readonly Need[] | ((call: Call) => readonly Need[])
   /** OAuth callers: what the call needs that its input body decides, checked once the body is
    *  parsed and before the handler runs */
-  bodyPermissions?: (body: Record<string, unknown>) => readonly Need[]
+  bodyPermissions?: (body: Record<string, unknown>, caller?: string) => readonly Need[]
   /** a non-privileged app-password session gets 403 InsufficientScope: it must not change the
    *  address and then reset the password, or move the account away */
   privileged?: boolean | ((params: Record<string, unknown>) => boolean)
@@ -56,6 +59,9 @@ export type Row = {
   serviceAuth?: boolean
   /** with serviceAuth: also accepts admin Basic, the operator acting outside the sign-up rules */
   adminBasic?: boolean
+  /** an access row that also takes a space credential (DPoP) for the call's space: its holder
+   *  reads any repo of that space */
+  spaceCredential?: boolean
   /** what one call costs of the `write` rate limit: a number, or one computed from the input body */
   writePoints?: number | ((body: Record<string, unknown>) => number)
 }
@@ -99,6 +105,10 @@ const SPACE_SELF_READ = {
   statuses: ['active', 'deactivated', 'takendown'],
   permissions: ({ params }: Call) => spaceNeed(params.space, { action: 'read_self' }),
 } as const satisfies Row
+
+/** a simplespace change by the space's owner: `manage=<verb>` on the space the body names */
+const manageSpace = (verb: 'update' | 'delete') =>
+  ({ check: 'access', bodyPermissions: (b) => spaceNeed(b.space, { manage: verb }) }) as const satisfies Row
 
 export const registry = {
   // sessions
@@ -329,6 +339,36 @@ export const registry = {
       },
     ],
   },
+
+  // Spaces, space host (spaces of local authorities). simplespace: the owner, with `manage=` on the
+  // space (createSpace: the caller's own space of that type; without skey, every skey)
+  'com.atproto.simplespace.createSpace': {
+    check: 'access',
+    bodyPermissions: (b, caller) => [
+      {
+        kind: 'space',
+        space: { authority: String(caller), type: String(b.type), skey: typeof b.skey === 'string' ? b.skey : '*' },
+        asks: [{ manage: 'create' }],
+      },
+    ],
+  },
+  'com.atproto.simplespace.updateSpace': manageSpace('update'),
+  'com.atproto.simplespace.addMember': manageSpace('update'),
+  'com.atproto.simplespace.removeMember': manageSpace('update'),
+  'com.atproto.simplespace.deleteSpace': manageSpace('delete'),
+  'com.atproto.simplespace.getSpace': {
+    check: 'access',
+    spaceCredential: true,
+    permissions: ({ params }) => spaceNeed(params.space, { action: 'read_self' }),
+  },
+  'com.atproto.simplespace.listMembers': { check: 'access', permissions: ({ params }) => spaceNeed(params.space, { action: 'read_self' }) },
+  // the user's PDS vouches for the app; app passwords are refused by the method itself
+  'com.atproto.space.getDelegationToken': { check: 'access', permissions: ({ params }) => spaceNeed(params.space, { action: 'read' }) },
+  'com.atproto.space.getSpaceCredential': { check: 'delegation' },
+  'com.atproto.space.listRepos': { check: 'spaceCredential' },
+  'com.atproto.space.registerNotify': { check: 'spaceCredential' },
+  'com.atproto.space.unregisterNotify': { check: 'spaceCredential' },
+  'com.atproto.space.notifyWrite': { check: 'spaceNotify' },
 
   // administration: HTTP Basic; the moderator methods also take the moderation service's token
   'com.atproto.admin.updateSubjectStatus': { check: 'moderator' },

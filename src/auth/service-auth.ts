@@ -78,7 +78,7 @@ export async function verifyServiceToken(
   deps: VerifyDeps,
   jwt: string,
   lxm: string,
-  opts: { issuers?: readonly string[] } = {},
+  opts: { issuers?: readonly string[]; anyAudience?: boolean } = {},
 ): Promise<ServiceCredentials> {
   const parts = decodeParts(jwt)
   if (!parts || jwt.split('.').length !== 3) throw xrpcError('BadJwt', 'poorly formatted jwt')
@@ -90,7 +90,8 @@ export async function verifyServiceToken(
   if (typeof iss !== 'string' || typeof aud !== 'string' || typeof exp !== 'number') throw xrpcError('BadJwt', 'poorly formatted jwt')
   if (exp <= Math.floor(Date.now() / 1000)) throw xrpcError('JwtExpired', 'jwt expired')
   const own = deps.tokenKeys.serviceDid
-  if (aud !== own && aud !== `${own}#${OWN_SERVICE_ID}`) {
+  // a space's write notification is addressed to its authority, which the handler checks
+  if (opts.anyAudience ? !/^did:[a-z]+:[a-zA-Z0-9._:%-]+$/.test(aud) : aud !== own && aud !== `${own}#${OWN_SERVICE_ID}`) {
     throw xrpcError('BadJwtAudience', 'jwt audience does not match service did')
   }
   // an XRPC call's token names its method: one minted for another method, or for none, is refused
@@ -109,7 +110,7 @@ export async function verifyServiceToken(
   }
   if (opts.issuers ? !opts.issuers.includes(iss) : hash >= 0) throw xrpcError('UntrustedIss', 'Untrusted issuer')
 
-  if (header.alg === 'HS256') {
+  if (header.alg === 'HS256' && !opts.anyAudience) {
     // getServiceAuth's own tokens for this server: only this server could have signed them
     if (!(await verifyOwnHs256(deps, jwt))) throw xrpcError('BadJwtSignature', 'jwt signature does not match jwt issuer')
     return { type: 'service', iss, did, aud, lxm }
@@ -189,6 +190,9 @@ async function verificationKey(deps: VerifyDeps, did: string, id: string, fresh:
   const doc = await deps.didResolver.resolve(did, { fresh })
   return doc ? methodKey(doc, id) : undefined
 }
+
+/** the did:key of `did`'s verification method `#id`, as service tokens are checked against it */
+export const verificationKeyOf = (deps: VerifyDeps, did: string, id: string, fresh: boolean) => verificationKey(deps, did, id, fresh)
 
 /** a document's verification method `#id` as a did:key */
 function methodKey(doc: ServiceDidDoc, id: string): string | undefined {

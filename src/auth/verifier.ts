@@ -17,6 +17,13 @@ import { verifyOAuthToken } from '../oauth/tokens.js'
 import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
 import { verifyServiceToken, type ServiceCredentials } from './service-auth.js'
 import { defaultServiceRef } from '../proxy/targets.js'
+import {
+  carriesSpaceCredential,
+  delegationAuth,
+  spaceCredentialAuth,
+  type DelegationCredentials,
+  type SpaceCredentialCredentials,
+} from './space-credential.js'
 
 export type AccessCredentials = {
   type: 'access'
@@ -49,6 +56,8 @@ export type Credentials =
   | ServiceCredentials
   | UserServiceCredentials
   | ModServiceCredentials
+  | SpaceCredentialCredentials
+  | DelegationCredentials
 
 export type AuthOutput<C extends Credentials = Credentials> = { credentials: C }
 /** what a handler's `auth` is, by the check its registry row names */
@@ -73,6 +82,9 @@ type AuthByCheck = {
   refresh: RefreshAuth
   admin: AdminAuth
   moderator: ModeratorAuth
+  spaceCredential: AuthOutput<SpaceCredentialCredentials>
+  delegation: AuthOutput<DelegationCredentials>
+  spaceNotify: AuthOutput<ServiceCredentials>
 }
 /** a handler's `auth`, as its registry row decides: `AuthFor<'com.atproto.server.getSession'>` is
  *  AccessAuth because that row's check is 'access' */
@@ -83,7 +95,9 @@ export type AuthFor<M extends MethodId> =
       ? AccessOrServiceAuth
       : RowOf<M> extends { serviceAuth: true }
         ? ServiceAuth
-        : AuthByCheck[RowOf<M>['check']]
+        : RowOf<M> extends { spaceCredential: true; check: 'access' }
+          ? AuthOutput<AccessCredentials | SpaceCredentialCredentials>
+          : AuthByCheck[RowOf<M>['check']]
 
 export type VerifierDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'passwords' | 'didResolver'>>
 
@@ -125,7 +139,21 @@ export function createVerifier(nsid: string, deps: VerifierDeps) {
         }
         return { credentials: await modService(ctx, nsid, deps) }
       }
+    case 'spaceCredential':
+      return async (ctx: MethodAuthContext): Promise<AuthOutput> => ({ credentials: await spaceCredentialAuth(ctx, deps) })
+    case 'delegation':
+      return async (ctx: MethodAuthContext): Promise<AuthOutput> => ({ credentials: await delegationAuth(ctx, deps) })
+    case 'spaceNotify':
+      return async (ctx: MethodAuthContext): Promise<AuthOutput> => {
+        const { scheme, token } = bearer(ctx.req.headers.authorization)
+        if (scheme !== 'bearer') throw xrpcError('InvalidToken', 'Unexpected authorization type')
+        return { credentials: await verifyServiceToken(deps, token, nsid, { anyAudience: true }) }
+      }
     case 'access':
+      if (row.spaceCredential) {
+        return async (ctx: MethodAuthContext): Promise<AuthOutput> =>
+          carriesSpaceCredential(ctx) ? { credentials: await spaceCredentialAuth(ctx, deps) } : access(ctx, row, deps, nsid)
+      }
       if (row.serviceAuth) {
         return (ctx: MethodAuthContext) => (isServiceToken(ctx) ? userService(ctx, nsid, row, deps) : access(ctx, row, deps, nsid))
       }
@@ -303,7 +331,7 @@ export function checkBodyPermissions(row: Row, auth: unknown, input: unknown): v
   const creds = (auth as AuthOutput | undefined)?.credentials
   if (creds?.type !== 'access' || !creds.oauth) return
   const body = (input as { body?: unknown } | undefined)?.body
-  const needs = row.bodyPermissions(body && typeof body === 'object' ? (body as Record<string, unknown>) : {})
+  const needs = row.bodyPermissions(body && typeof body === 'object' ? (body as Record<string, unknown>) : {}, creds.did)
   const missing = missingPermission(creds.scope, needs, creds.did)
   if (missing) throw xrpcError('InsufficientScope', missingMessage(missing))
 }

@@ -38,6 +38,7 @@ import * as m018 from './migrations/018-challenge-expiry.js'
 import * as m019 from './migrations/019-takedown-indexes.js'
 import * as m020 from './migrations/020-sign-in-flow.js'
 import * as m021 from './migrations/021-space-repos.js'
+import * as m022 from './migrations/022-space-hosts.js'
 
 export { dialectOf, type Dialect } from './dialect.js'
 export { Db, type Tx, type Writer } from './store.js'
@@ -87,6 +88,7 @@ const migrations: Record<string, { up: (db: Kysely<unknown>, d: Dialect) => Prom
   '019-takedown-indexes': m019,
   '020-sign-in-flow': m020,
   '021-space-repos': m021,
+  '022-space-hosts': m022,
 }
 
 // The driver loads only for PostgreSQL: a server on SQLite never holds it in memory.

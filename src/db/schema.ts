@@ -336,6 +336,40 @@ export interface SpaceRecordBlobTable {
   rev: string
 }
 
+/** a space governed by a local authority (simplespace): its policies, or a tombstone once deleted */
+export interface SpaceConfigTable {
+  space: string
+  authority: string
+  type: string
+  /** JSON of the user-policy union, with its $type */
+  policy: string
+  /** JSON of the app-access union, with its $type */
+  app_access: string
+  created_at: string
+  deleted_at: string | null
+}
+
+export interface SpaceMemberTable {
+  space: string
+  did: string
+}
+
+/** the writer set of a space, as write notifications reported it */
+export interface SpaceWriterTable {
+  space: string
+  did: string
+  rev: string
+  /** SHA-256 of the writer's LtHash state */
+  hash: Uint8Array
+}
+
+/** a syncer registered for a space's notifications (a service identifier) */
+export interface SpaceNotifyTable {
+  space: string
+  service: string
+  expires_at: string
+}
+
 export interface Schema {
   device: DeviceTable
   device_account: DeviceAccountTable
@@ -367,6 +401,10 @@ export interface Schema {
   space_record: SpaceRecordTable
   space_op: SpaceOpTable
   space_record_blob: SpaceRecordBlobTable
+  space_config: SpaceConfigTable
+  space_member: SpaceMemberTable
+  space_writer: SpaceWriterTable
+  space_notify: SpaceNotifyTable
 }
 
 /**

@@ -3,6 +3,21 @@
 import { XRPCError } from '@atproto/xrpc-server'
 
 const named = {
+  // the space host: simplespace management, credentials, notifications
+  SpaceNotFound: 400,
+  SpaceDeleted: 400,
+  SpaceAlreadyExists: 400,
+  UnsupportedPolicy: 400,
+  UnsupportedAppAccess: 400,
+  NotSpaceOwner: 400,
+  UserNotAuthorized: 400,
+  AppNotAuthorized: 400,
+  InvalidClientAttestation: 400,
+  ServiceNotResolvable: 400,
+  MissingDpopProof: 401,
+  BadDpopProof: 401,
+  DpopKeyMismatch: 401,
+  DpopProofExpired: 401,
   InvalidRequest: 400,
   MalformedCursor: 400,
   InvalidCredential: 400,

@@ -1,0 +1,10 @@
+// com.atproto.simplespace.deleteSpace: the owner leaves a tombstone; deleting again is not an error.
+import { method } from '#src/api/method.js'
+import { deleteSpace, requireOwner } from '#src/space/host.js'
+import { parseSpaceRef } from '#src/space/refs.js'
+
+export default method('com.atproto.simplespace.deleteSpace', (deps) => async ({ auth, input }) => {
+  const space = parseSpaceRef(input.body.space)
+  requireOwner(auth.credentials.did, space)
+  await deleteSpace(deps, space)
+})
