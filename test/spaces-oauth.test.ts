@@ -273,9 +273,30 @@ describe('space: scopes at the authorization server', () => {
     expect(refused).toEqual([400, 'InvalidRequest', expect.stringContaining('not a valid space type declaration')])
   })
 
-  it('transition:generic grants nothing in spaces', () => {
+  it('a token writes in a space what its rewritten scope allows; transition:generic grants nothing in spaces', async () => {
     const req = { space: { authority: user.did, type: CHAT, skey: 'family' }, user: user.did, action: 'read' as const }
     expect(scopeStringAllows('atproto transition:generic', req)).toBe(false)
     expect(scopeStringAllows(`atproto space:${CHAT}?authority=${user.did}&collection=${MESSAGE}`, req)).toBe(true)
+
+    const write = async (scope: string, space: string, collection: string) => {
+      const client = officialClient(scope)
+      const { session } = await (await consent(client, user, scope)).allow()
+      const res = await session.fetchHandler('/xrpc/com.atproto.space.createRecord', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ space, repo: user.did, collection, record: { $type: collection, text: 'hello' } }),
+      })
+      return [res.status, ((await res.json()) as any).error]
+    }
+    const own = `at://${user.did}/space/${CHAT}/family`
+    // `self` and the declared collections, as the token carries them
+    expect((await write(`atproto space:${CHAT}?action=create`, own, MESSAGE))[0]).toBe(200)
+    expect(await write(`atproto space:${CHAT}?action=create`, own, 'com.example.chat.other')).toEqual([403, 'InsufficientScope'])
+    // `self` is the user: a friend's space is not theirs
+    expect(await write(`atproto space:${CHAT}?action=create`, `at://${friend.did}/space/${CHAT}/family`, MESSAGE)).toEqual([
+      403,
+      'InsufficientScope',
+    ])
+    expect(await write('atproto transition:generic', own, MESSAGE)).toEqual([403, 'InsufficientScope'])
   })
 })
