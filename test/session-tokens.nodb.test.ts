@@ -3,7 +3,7 @@
 // be refused the same way (InvalidToken, or ExpiredToken for an expired but valid token).
 import { jwtVerify, SignJWT } from 'jose'
 import { expect, it, vi } from 'vitest'
-import { mintPair, tokenKeys, verifySessionToken } from '../src/auth/session-tokens.js'
+import { mintPair, tokenKeys, verifySessionToken } from '../src/account/session-tokens.js'
 import { describe } from './harness.js'
 
 const SECRET = 'test-jwt-secret-0123456789abcdef'

@@ -6,8 +6,8 @@ import { xrpcError } from '../errors.js'
 import { hashAppPassword, matchAppPassword, newAppPasswordSalt } from './password.js'
 import type { Store } from '../db/schema.js'
 import type { Db } from '../db/index.js'
-import type { AppPasswordClaim } from '../auth/session-tokens.js'
-import { endAppPasswordSessions } from '../auth/revocation.js'
+import type { AppPasswordClaim } from './session-tokens.js'
+import { endAppPasswordSessions } from './revocation.js'
 import { noticeCredentialChange, type NoticeDeps } from './notices.js'
 
 export const APP_PASSWORD_NAME = /^[a-zA-Z0-9._-]{4,32}$/

@@ -3,7 +3,7 @@
 // service-auth token from the DID's current key). The account starts deactivated and
 // migrating-in, with no repository until importRepo.
 import type { Config } from '../config.js'
-import type { TokenKeys } from '../auth/session-tokens.js'
+import type { TokenKeys } from './session-tokens.js'
 import type { OutboundGuard } from '../net/guard.js'
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
@@ -11,7 +11,7 @@ import { appendOp, latestOp, opCid, renderDidDoc, type SignedPlcOp } from '../id
 import { publishOp } from '../identity/directory.js'
 import { provePlcOp } from '../migration/did-control.js'
 import { accountEvent, identityEvent } from '../sequencer/index.js'
-import { mintPair } from '../auth/session-tokens.js'
+import { mintPair } from './session-tokens.js'
 import { hashPassword } from './password.js'
 import { checkNewAccount, takenError, type NewAccountDeps } from './create.js'
 import { storeRefreshRecord } from './store.js'

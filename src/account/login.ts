@@ -1,7 +1,7 @@
 // Every password check of an account: createSession, the OAuth sign-in form and deleteAccount.
 // An unknown identifier costs what a wrong password costs (a burnt hash for each one a known
 // account would get), a deleted account answers like an unknown one, and a deactivated one signs in.
-import type { AppPasswordClaim } from '../auth/session-tokens.js'
+import type { AppPasswordClaim } from './session-tokens.js'
 import { matchLogin } from './app-passwords.js'
 import { burnPasswordCheck, MAX_PASSWORD_LENGTH, verifyPassword } from './password.js'
 import { findAccount, type AccountRow } from './store.js'

@@ -2,7 +2,7 @@
 // successor inserted in the same transaction, so of concurrent presentations exactly one succeeds.
 import type { Db } from '../db/index.js'
 import { xrpcError } from '../errors.js'
-import { mintPair, type TokenKeys } from '../auth/session-tokens.js'
+import { mintPair, type TokenKeys } from './session-tokens.js'
 import { appPasswordClaim } from './app-passwords.js'
 import { storeRefreshRecord, takeRefreshRecord, type AccountRow } from './store.js'
 

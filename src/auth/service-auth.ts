@@ -19,7 +19,7 @@ import { decodeParts, signEs256k, verifyEs256k } from '../oauth/es256k.js'
 import { plcData } from '../identity/directory.js'
 import { latestOp } from '../identity/plc.js'
 import type { DidResolver, ServiceDidDoc } from '../identity/did-resolver.js'
-import { newJti } from './session-tokens.js'
+import { newJti } from '../account/session-tokens.js'
 
 export const SERVICE_AUTH_MAX_TTL_S = 60
 /** this server's service entry in its own DID document: a token may name it in `aud` */

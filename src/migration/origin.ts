@@ -8,7 +8,7 @@ import type { Logger } from '../logger.js'
 import { getAccount, type AccountRow } from '../account/store.js'
 import { xrpcError } from '../errors.js'
 import { accountEvent } from '../sequencer/index.js'
-import { newJti, type TokenKeys } from '../auth/session-tokens.js'
+import { newJti, type TokenKeys } from '../account/session-tokens.js'
 import { readCapped } from '../outbound.js'
 
 export const MIGRATION_TOKEN_TTL_S = 60 * 60

@@ -14,7 +14,7 @@ import type { Services } from '#src/context.js'
 import { xrpcError } from '#src/errors.js'
 import { login } from '#src/account/login.js'
 import { sessionView, storeRefreshRecord, type AccountRow } from '#src/account/store.js'
-import { mintPair } from '#src/auth/session-tokens.js'
+import { mintPair } from '#src/account/session-tokens.js'
 import { checkSecondFactor, factorsOf, needsSecondFactor, sendEmailCode } from '#src/account/factors/index.js'
 
 type Deps = Pick<Services, 'db' | 'config' | 'tokenKeys' | 'mailer' | 'passwords'>
