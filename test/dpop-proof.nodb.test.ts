@@ -2,8 +2,8 @@
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import { calculateJwkThumbprint } from 'jose'
 import { describe, expect, it } from 'vitest'
-import { verifyDpopProof } from '../src/oauth/dpop.js'
-import { MemoryReplayStore } from '../src/oauth/replay.js'
+import { verifyDpopProof } from '../src/jwt/dpop.js'
+import { MemoryReplayStore } from '../src/jwt/replay.js'
 
 const URL = 'https://pds.example/xrpc/com.atproto.server.getSession'
 const b64u = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')

@@ -1,8 +1,8 @@
 // The DPoP replay stores: the per-process one and the shared one in Redis.
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { verifyDpopProof } from '../src/oauth/dpop.js'
-import { MemoryReplayStore, RedisReplayStore, ReplayStoreFull } from '../src/oauth/replay.js'
+import { verifyDpopProof } from '../src/jwt/dpop.js'
+import { MemoryReplayStore, RedisReplayStore, ReplayStoreFull } from '../src/jwt/replay.js'
 import { redisUrl } from './harness.js'
 
 const MINUTE = 60_000

@@ -9,7 +9,7 @@ import { requestLocalLock } from '@atproto/oauth-client'
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
-import { signEs256k } from '../src/oauth/es256k.js'
+import { signEs256k } from '../src/jwt/es256k.js'
 import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { openPage, post, signInAndAllow } from './oauth-helpers.js'
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, SignJWT } from 'jose'
-import { k256PublicJwk, signEs256k } from '../src/oauth/es256k.js'
+import { k256PublicJwk, signEs256k } from '../src/jwt/es256k.js'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describe, startTestPds, xrpc, newAccount as createAccount, PASSWORD, type TestPds } from './harness.js'
 import {

@@ -3,9 +3,9 @@
 import type { Config } from '../config.js'
 import type { OutboundGuard } from '../net/guard.js'
 import { ClientResolver } from './clients.js'
-import { DpopNonces } from './dpop-nonce.js'
-import { loadOAuthKey } from './es256k.js'
-import { MemoryReplayStore, RedisReplayStore, type ReplayStore } from './replay.js'
+import { DpopNonces } from '../jwt/dpop-nonce.js'
+import { loadOAuthKey } from '../jwt/es256k.js'
+import { MemoryReplayStore, RedisReplayStore, type ReplayStore } from '../jwt/replay.js'
 import type { Issuer } from './tokens.js'
 
 export type OAuthServices = Issuer & {

@@ -2,7 +2,7 @@
 // bound to the client's DPoP key through cnf.jkt. Access tokens are not stored; each refresh token
 // has a refresh_token record of kind `oauth`, which is the authority.
 import { randomBytes } from 'node:crypto'
-import { decodeParts, signEs256k, verifyEs256k, type OAuthKey } from './es256k.js'
+import { decodeParts, signEs256k, verifyEs256k, type OAuthKey } from '../jwt/es256k.js'
 
 export const OAUTH_ACCESS_TTL_S = 30 * 60
 export const OAUTH_REFRESH_TTL_S = 60 * 24 * 60 * 60
