@@ -1,7 +1,16 @@
-// Password hashing: scrypt at the reference PDS's cost, stored self-describing
-// (`scrypt:<log2 N>:<r>:<p>:<salt b64>:<key b64>`) so the cost can be raised later without breaking
-// stored hashes.
+// Passwords: hashing (scrypt at the reference PDS's cost, stored self-describing as
+// `scrypt:<log2 N>:<r>:<p>:<salt b64>:<key b64>` so the cost can be raised later), setting an
+// account's main password, and a forgotten one. Every way of setting it ends the account's access.
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+import type { Db } from '../db/index.js'
+import { xrpcError } from '../errors.js'
+import { endAccess } from './end-access.js'
+import { noticeCredentialChange, type NoticeDeps } from './notices.js'
+import type { Logger } from '../logger.js'
+import type { Mailer } from '../mail/index.js'
+import { resetPasswordMail } from '../mail/templates.js'
+import { passwordResetAccount } from './email.js'
+import { consumeEmailTokenByValue, issueEmailToken, newEmailToken } from './email-tokens.js'
 
 const LOG_N = 14
 const R = 8
@@ -78,4 +87,60 @@ export async function matchAppPassword(password: string, salt: string, stored: s
     if (want.length === got.length && timingSafeEqual(want, got) && found < 0) found = i
   })
   return found
+}
+
+// Setting an account's main password: by the owner (the account page, knowing the current one),
+// with a reset code, or by the operator. Every way ends the account's access (endAccess): whoever
+// held a session, a grant or an app password from before the change is out. The owner is told.
+export const MIN_PASSWORD_LENGTH = 8
+
+export type PasswordDeps = NoticeDeps & { db: Db }
+
+/** a bad length is 400 InvalidPassword, refused before anything else is looked at */
+export function checkPasswordLength(password: string): void {
+  if (password.length < MIN_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at least ${MIN_PASSWORD_LENGTH} characters`)
+  if (password.length > MAX_PASSWORD_LENGTH) throw xrpcError('InvalidPassword', `Passwords are at most ${MAX_PASSWORD_LENGTH} characters`)
+}
+
+/** sets the main password of `did` (the owner's change or the operator's) and ends its access */
+export async function changePassword(deps: PasswordDeps, did: string, password: string, by: 'owner' | 'operator'): Promise<void> {
+  checkPasswordLength(password)
+  const hash = await hashPassword(password)
+  await deps.db.transact(async (trx) => {
+    await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', did).execute()
+    await endAccess(trx, did, 'password')
+  })
+  await noticeCredentialChange(deps, did, { kind: 'password', by })
+}
+
+/**
+ * consumes the reset-password token (found by value alone) and sets the password; a miss is 400
+ * InvalidToken, and a bad length is refused before the token is looked at, so it does not burn it
+ */
+export async function resetPassword(deps: PasswordDeps, token: string, password: string): Promise<void> {
+  checkPasswordLength(password)
+  const hash = await hashPassword(password)
+  const did = await deps.db.transact(async (trx) => {
+    const hit = await consumeEmailTokenByValue(trx, 'reset-password', token)
+    if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
+    await trx.updateTable('account').set({ password_hash: hash }).where('did', '=', hit.did).execute()
+    await endAccess(trx, hit.did, 'password')
+    return hit.did
+  })
+  await noticeCredentialChange(deps, did, { kind: 'password', by: 'reset' })
+}
+
+// A forgotten password, for requestPasswordReset/resetPassword and the sign-in pages alike: the
+// same answer and the same work whether or not the address belongs to an account (delivery
+// happens in the background and a failure is only logged), and a new password ends the account's
+// access (sessions, grants, app passwords; see resetPassword).
+export async function requestPasswordReset(deps: { db: Db; mailer: Mailer; logger: Logger }, rawEmail: string): Promise<void> {
+  const email = rawEmail.trim().toLowerCase()
+  const account = await passwordResetAccount(deps.db, email)
+  const token = newEmailToken()
+  if (!account) return
+  await issueEmailToken(deps.db, account.did, 'reset-password', { token })
+  deps.mailer.send({ to: account.email, ...resetPasswordMail(token, account.handle) }).catch((err: unknown) => {
+    deps.logger.warn({ reason: String((err as Error)?.message ?? err) }, 'password reset email not delivered')
+  })
 }

@@ -7,7 +7,7 @@
 import { Router } from 'express'
 import { XRPCError } from '@atproto/xrpc-server'
 import { createFreshAccount } from '../account/create.js'
-import { requestPasswordReset, resetPassword } from '../account/password-reset.js'
+import { requestPasswordReset, resetPassword } from '../account/password.js'
 import { sendPage } from '../web/headers.js'
 import { messagePage } from '../web/layout.js'
 import { deviceAccounts, forgetAccount, rememberAccount } from '../web/devices.js'

@@ -4,7 +4,7 @@
 // password outside any app.
 import { XRPCError } from '@atproto/xrpc-server'
 import { passkeyAuthenticationOptions } from '../../account/factors/index.js'
-import { requestPasswordReset, resetPassword } from '../../account/password-reset.js'
+import { requestPasswordReset, resetPassword } from '../../account/password.js'
 import { resetPage, resetRequestPage, type Flow } from '../../oauth/page.js'
 import { clearCookie, readCookie } from '../cookies.js'
 import { csrfToken } from '../csrf.js'

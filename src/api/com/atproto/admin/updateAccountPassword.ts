@@ -3,7 +3,7 @@
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
 import { accountByDid } from '#src/account/admin-views.js'
-import { changePassword, checkPasswordLength } from '#src/account/passwords.js'
+import { changePassword, checkPasswordLength } from '#src/account/password.js'
 
 export default method(
   'com.atproto.admin.updateAccountPassword',

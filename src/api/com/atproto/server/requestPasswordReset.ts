@@ -1,8 +1,8 @@
 // com.atproto.server.requestPasswordReset: nothing in the answer says whether the address
-// belongs to an account (account/password-reset.ts).
+// belongs to an account (account/password.ts).
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { requestPasswordReset } from '#src/account/password-reset.js'
+import { requestPasswordReset } from '#src/account/password.js'
 
 export default method(
   'com.atproto.server.requestPasswordReset',

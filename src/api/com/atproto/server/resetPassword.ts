@@ -3,7 +3,7 @@
 // password (sessions, OAuth grants, app passwords), so whoever stole one is out; the owner is told.
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { resetPassword } from '#src/account/passwords.js'
+import { resetPassword } from '#src/account/password.js'
 
 export default method(
   'com.atproto.server.resetPassword',
