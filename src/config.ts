@@ -7,10 +7,54 @@ import { parseEnv } from 'node:util'
 import { join, resolve } from 'node:path'
 import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod'
-import { DEFAULT_URL, FLAVORS, type Flavor } from './mail/providers.js'
-import { ACCOUNT_CREATION_MODES, type AccountCreation } from './account/creation-policy.js'
-import type { S3Config } from './repo/blobstore-s3.js'
-import type { BackupS3Config } from './cli/backup-s3.js'
+
+// Values and shapes the settings are checked against; the modules that use them import them from here.
+export const FLAVORS = ['generic', 'postmark', 'resend', 'sendgrid', 'mailgun', 'ses'] as const
+export type Flavor = (typeof FLAVORS)[number]
+
+/** where a provider takes messages when PDS_EMAIL_HTTP_URL is unset (Mailgun's URL names the domain) */
+export const DEFAULT_URL: Partial<Record<Flavor, string>> = {
+  postmark: 'https://api.postmarkapp.com/email',
+  resend: 'https://api.resend.com/emails',
+  sendgrid: 'https://api.sendgrid.com/v3/mail/send',
+}
+
+export const ACCOUNT_CREATION_MODES = ['open', 'invite', 'moving-in', 'closed'] as const
+export type AccountCreation = (typeof ACCOUNT_CREATION_MODES)[number]
+
+export type S3Config = {
+  bucket: string
+  region: string
+  endpoint?: string
+  forcePathStyle: boolean
+  accessKeyId?: string
+  secretAccessKey?: string
+  /** each request that stores an upload's bytes (a part, the whole object, the copy) */
+  uploadTimeoutMs: number
+  /** every other request (reads, lookups, deletes, listings) until its answer's headers */
+  requestTimeoutMs: number
+  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
+  nameservers?: string[]
+}
+
+export type BackupS3Config = {
+  bucket: string
+  region: string
+  endpoint?: string
+  forcePathStyle: boolean
+  accessKeyId?: string
+  secretAccessKey?: string
+  /** '' or ends with '/' */
+  prefix: string
+  intervalHours: number
+  keep: number
+  /** AES-256-GCM key every uploaded object is sealed with */
+  encryptionKey: Buffer
+  /** a former key, still accepted when restoring (key rotation) */
+  previousKey?: Buffer
+  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
+  nameservers?: string[]
+}
 
 export class ConfigError extends Error {}
 

@@ -2,7 +2,7 @@ import { verifyRepoCar } from '@atproto/repo'
 import * as dagCbor from '@ipld/dag-cbor'
 import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { sweepBlobs } from '../src/repo/blobstore-gc.js'
+import { sweepBlobs } from '../src/blob/blobstore-gc.js'
 import { describe, newAgent as createAgent, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds

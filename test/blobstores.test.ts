@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { type AtpAgent } from '@atproto/api'
 import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { sweepBlobs } from '../src/repo/blobstore-gc.js'
+import { sweepBlobs } from '../src/blob/blobstore-gc.js'
 import { ADMIN_PASSWORD, describe, newAgent, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 
 const CLI = new URL('../dist/cli/index.js', import.meta.url).pathname

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { newSigningKey } from '../src/account/signing-keys.js'
 import { importK256, k256Backend, k256Keypair, newK256Scalar } from '../src/identity/k256.js'
 import { signEs256k, verifyEs256k } from '../src/jwt/es256k.js'
-import { cidForDagCbor } from '../src/repo/node-cbor.js'
+import { cidForDagCbor } from '../src/encoding/node-cbor.js'
 
 const ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n
 const hex = (n: bigint) => n.toString(16).padStart(64, '0')

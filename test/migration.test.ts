@@ -767,7 +767,7 @@ describe('account migration', () => {
     const withToken = await raw(`${origin.url}/xrpc/com.atproto.sync.getRepo?did=${did}`, { headers: bearer(token) })
     expect(withToken.status).toBe(200)
     // a token with another audience than the recorded destination is refused
-    const { mintMigrationToken } = await import('../src/migration/origin.js')
+    const { mintMigrationToken } = await import('../src/move/origin.js')
     const wrongAud = await mintMigrationToken(origin.services.tokenKeys, did, 'did:web:elsewhere.test')
     const refused = await call(origin, 'com.atproto.sync.getRepo', wrongAud, { params: { did } })
     expect([refused.status, refused.body.error]).toEqual([401, 'InvalidToken'])

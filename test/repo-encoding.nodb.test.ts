@@ -18,7 +18,7 @@ import {
   type RecordWriteOp,
 } from '@atproto/repo'
 import { expect, it } from 'vitest'
-import { cidForDagCbor, encodeNode } from '../src/repo/node-cbor.js'
+import { cidForDagCbor, encodeNode } from '../src/encoding/node-cbor.js'
 import { blockEntries, installRepoPatches, libraryMatches, unpatchedAddMap, unpatchedSerialize } from '../src/patches/repo.js'
 import { buildCommit, type TreeOp } from '../src/repo/commit.js'
 import { carFile, commitBody, type CommitEvent } from '../src/repo/events.js'

@@ -1,10 +1,8 @@
 // Who may create an account on this server (PDS_ACCOUNT_CREATION), one rule for every way in:
 // XRPC createAccount, the OAuth sign-up page, and accounts moving in with their DID. The
 // operator's own paths (the CLI, createAccount with admin Basic) are not subject to it.
+import type { AccountCreation } from '../config.js'
 import { xrpcError } from '../errors.js'
-
-export const ACCOUNT_CREATION_MODES = ['open', 'invite', 'moving-in', 'closed'] as const
-export type AccountCreation = (typeof ACCOUNT_CREATION_MODES)[number]
 
 /** a brand-new identity, or an existing DID moving its account here */
 export type NewAccountKind = 'fresh' | 'moving-in'

@@ -3,7 +3,9 @@ import { sql, type Selectable } from 'kysely'
 import type { AccountTable } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { didDocAtHead } from '../identity/doc-cache.js'
-import { latestOp, pdsEndpoint, renderDidDoc, type DidDocument } from '../identity/plc.js'
+import { didDocFor, pdsEndpoint } from '../identity/plc.js'
+
+export { didDocFor }
 import type { Store } from '../db/schema.js'
 export type AccountRow = Selectable<AccountTable>
 /** plc_cid: the CID of the account's newest PLC operation (null when there is none) */
@@ -74,12 +76,6 @@ const deleteRefreshRecord = prepared((db: Store, jti: string) => db.deleteFrom('
 /** conditional delete: of concurrent callers presenting one jti, exactly one gets the row */
 export async function takeRefreshRecord(db: Store, jti: string) {
   return (await deleteRefreshRecord(db, jti))[0]
-}
-
-/** the account's DID document, rendered from its latest PLC operation */
-export async function didDocFor(db: Store, did: string): Promise<DidDocument | undefined> {
-  const latest = await latestOp(db, did)
-  return latest && renderDidDoc(did, latest.op)
 }
 
 /** session responses carry didDoc only while it names this server: AtpAgent follows it */

@@ -14,7 +14,7 @@ import { checkDpopProof, DpopBusy, DpopError, DpopNonceRequired, rememberDpopPro
 import { decodeParts } from '../jwt/es256k.js'
 import { ReplayStoreUnavailable } from '../jwt/replay.js'
 import { verifyOAuthToken } from '../oauth/tokens.js'
-import { verifyMigrationToken, type MigrationCredentials } from '../migration/origin.js'
+import { verifyMigrationToken, type MigrationCredentials } from '../move/origin.js'
 import { verifyServiceToken, type ServiceCredentials } from './service-auth.js'
 import { defaultServiceRef } from '../proxy/targets.js'
 import {

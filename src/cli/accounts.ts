@@ -20,7 +20,7 @@ import { setHandle } from '../identity/amend.js'
 import { createMailer } from '../mail/index.js'
 import { resetPasswordMail } from '../mail/templates.js'
 import { createLogger } from '../logger.js'
-import { openBlobStore } from '../repo/blobstore-open.js'
+import { openBlobStore } from '../blob/blobstore-open.js'
 import { beginExport, directorySink, type ExportManifest } from '../account/export.js'
 import { output, positiveInt, str, UsageError, type Options, type Parsed } from './args.js'
 

@@ -19,25 +19,7 @@ import { output, str, UsageError } from './args.js'
 import type { Command } from './accounts.js'
 import { s3RequestHandler } from '../net/dns.js'
 import { JOBS } from '../limits.js'
-
-export type BackupS3Config = {
-  bucket: string
-  region: string
-  endpoint?: string
-  forcePathStyle: boolean
-  accessKeyId?: string
-  secretAccessKey?: string
-  /** '' or ends with '/' */
-  prefix: string
-  intervalHours: number
-  keep: number
-  /** AES-256-GCM key every uploaded object is sealed with */
-  encryptionKey: Buffer
-  /** a former key, still accepted when restoring (key rotation) */
-  previousKey?: Buffer
-  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
-  nameservers?: string[]
-}
+import type { BackupS3Config } from '../config.js'
 
 // several processes on one PostgreSQL share the schedule: whoever holds this lock backs up
 const BACKUP_LOCK = 'pds:backup-s3'

@@ -1,8 +1,8 @@
 // `pds blobs gc [--dry-run]`: what the background sweeper removes (uploads no record used within
 // PDS_BLOB_GRACE_SECONDS, blobs whose last record was deleted, blobs of deleted accounts), one line
 // each with its size, removed unless --dry-run. Safe while the server runs: it takes the same locks.
-import { openBlobStore } from '../repo/blobstore-open.js'
-import { findSweepable, freesBytes, sweepBlobs, type Sweepable } from '../repo/blobstore-gc.js'
+import { openBlobStore } from '../blob/blobstore-open.js'
+import { findSweepable, freesBytes, sweepBlobs, type Sweepable } from '../blob/blobstore-gc.js'
 import type { Command } from './accounts.js'
 
 // the most rows one run lists or removes

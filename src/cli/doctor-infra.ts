@@ -10,7 +10,7 @@ import type { Config } from '../config.js'
 import type { Db } from '../db/index.js'
 import { explainStartError } from '../startup-errors.js'
 import { describeStore } from './store.js'
-import { probeBucket } from '../repo/s3-probe.js'
+import { probeBucket } from '../blob/s3-probe.js'
 
 export type Level = 'ok' | 'warn' | 'fail'
 export type Add = (check: string, level: Level, detail: string) => void

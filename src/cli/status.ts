@@ -4,7 +4,7 @@ import { readFileSync, readdirSync, statSync, statfsSync, existsSync } from 'nod
 import { join } from 'node:path'
 import { request } from '../outbound.js'
 import { readCrawlLog, recordCrawl } from '../sequencer/crawl-log.js'
-import { storedBlobBytes } from '../repo/blobstore-gc.js'
+import { storedBlobBytes } from '../blob/blobstore-gc.js'
 import { output, UsageError } from './args.js'
 import { describeStore } from './store.js'
 import type { Command } from './accounts.js'

@@ -1,7 +1,7 @@
 // Opens the store for the configured dialect and runs the numbered migrations at start.
 //
 // Where queries live and how they are written: handlers never query; the domain module that owns
-// a table (account/, repo/, identity/, sequencer/, migration/) exports a small named function
+// a table (account/, repo/, identity/, sequencer/, move/) exports a small named function
 // per query. One style per purpose:
 // - the Kysely builder for ordinary queries;
 // - prepared() (db/prepared.ts) for the measured hot reads, compiled once per dialect;

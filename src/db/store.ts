@@ -4,7 +4,6 @@
 // to Kysely (`db.selectFrom(...)`), so a query helper takes the store or a transaction alike.
 import type { Kysely, Transaction } from 'kysely'
 import type pg from 'pg'
-import type { LocalEvent } from '../sequencer/local.js'
 import type { Dialect } from './dialect.js'
 import type { Schema } from './schema.js'
 import type { Snapshot } from './snapshot.js'
@@ -21,6 +20,8 @@ export type Tx = Transaction<Schema> & {
 }
 
 /** takes events this process appended, committed and durable, in seq order */
+/** an event appended in a transaction, handed to this process's firehose once it commits */
+export type LocalEvent = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
 export type EventSink = (events: LocalEvent[]) => void
 
 /** a store that can write: a statement on `Db` alone commits as it returns, a `Tx` at its end */

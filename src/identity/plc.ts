@@ -99,3 +99,9 @@ export function renderDidDoc(did: string, op: UnsignedPlcOp): DidDocument {
 export function pdsEndpoint(doc: DidDocument): string | undefined {
   return doc.service.find((s) => s.id === '#atproto_pds' || s.id.endsWith('#atproto_pds'))?.serviceEndpoint
 }
+
+/** the account's DID document, rendered from its latest PLC operation */
+export async function didDocFor(db: Store, did: string): Promise<DidDocument | undefined> {
+  const latest = await latestOp(db, did)
+  return latest && renderDidDoc(did, latest.op)
+}

@@ -4,7 +4,7 @@
 // escaped, with codes set apart so they are easy to copy.
 import type { Branding } from '../config.js'
 import { escapeHtml as esc } from '../web/html.js'
-import type { Mail } from './index.js'
+import type { Mail } from './message.js'
 
 function links(b: Branding): [string, string][] {
   return [

@@ -8,8 +8,9 @@ import type { Logger } from '../logger.js'
 import { xrpcError } from '../errors.js'
 import { buildRequest } from './providers.js'
 import { brandMail } from './brand.js'
+import type { Mail } from './message.js'
 
-export type Mail = { to: string; subject: string; text: string; html?: string; replyTo?: string }
+export type { Mail }
 export type Mailer = { send(mail: Mail): Promise<void> }
 
 export class MailDeliveryError extends Error {}

@@ -1,17 +1,8 @@
 // The request each email provider's HTTP API takes for one message: its plain text, and its HTML
 // alternative when the message has one (the branded wrapper adds it).
-import type { Mail } from './index.js'
+import type { Mail } from './message.js'
+import type { Flavor } from '../config.js'
 import { signV4 } from './sigv4.js'
-
-export const FLAVORS = ['generic', 'postmark', 'resend', 'sendgrid', 'mailgun', 'ses'] as const
-export type Flavor = (typeof FLAVORS)[number]
-
-/** where a provider takes messages when PDS_EMAIL_HTTP_URL is unset (Mailgun's URL names the domain) */
-export const DEFAULT_URL: Partial<Record<Flavor, string>> = {
-  postmark: 'https://api.postmarkapp.com/email',
-  resend: 'https://api.resend.com/emails',
-  sendgrid: 'https://api.sendgrid.com/v3/mail/send',
-}
 
 export type Provider = { flavor: Flavor; url: string; token: string; from: string; sesRegion?: string }
 export type OutgoingRequest = { url: string; headers: Record<string, string>; body: string }

@@ -1,6 +1,6 @@
 // Plain-text messages, one per purpose: what the mail is for, the token on its own line, and what
 // to do with it.
-import type { Mail } from './index.js'
+import type { Mail } from './message.js'
 
 type Message = Pick<Mail, 'subject' | 'text'>
 

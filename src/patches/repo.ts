@@ -15,7 +15,7 @@
 //   `cid.toString()`; `blockEntries` and `cidStrings` read the same private fields (CidSet's `set`).
 import { BlockMap, CidSet, MST } from '@atproto/repo'
 import type { Cid } from '@atproto/lex-data'
-import { cidForDagCbor, encodeNode } from '../repo/node-cbor.js'
+import { cidForDagCbor, encodeNode } from '../encoding/node-cbor.js'
 
 /** the library's serialize, whitespace-normalized, as of the pinned version */
 export const EXPECTED_SERIALIZE = `async serialize() { let entries = await this.getEntries(); const outdated = entries.filter((e) => e.isTree() && e.outdatedPointer); if (outdated.length > 0) { await Promise.all(outdated.map((e) => e.getPointer())); entries = await this.getEntries(); } const data = util.serializeNodeData(entries); const bytes = encode(data); const cid = await cidForCbor(bytes); return { cid, bytes }; }`

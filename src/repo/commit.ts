@@ -7,7 +7,7 @@ import type { Keypair } from '@atproto/crypto'
 import { encode } from '@atproto/lex-cbor'
 import type { Cid } from '@atproto/lex-data'
 import { BlockMap, DataDiff, type MST, type CommitData } from '@atproto/repo'
-import { cidForDagCbor } from './node-cbor.js'
+import { cidForDagCbor } from '../encoding/node-cbor.js'
 import { installRepoPatches } from '../patches/repo.js'
 
 installRepoPatches()

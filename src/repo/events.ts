@@ -3,8 +3,8 @@
 import type { BlockMap } from '@atproto/repo'
 import type { Cid } from '@atproto/lex-data'
 import { appendEvent } from '../sequencer/index.js'
-import { carChunks } from './car.js'
-import { CborWriter } from './cbor-writer.js'
+import { carChunks } from '../encoding/car.js'
+import { CborWriter } from '../encoding/cbor-writer.js'
 import { blockEntries } from '../patches/repo.js'
 import type { Writer } from '../db/store.js'
 

@@ -4,7 +4,7 @@
 // its leaves to become rows: keys strictly increasing (no duplicates), each node reached once.
 import * as cborg from 'cborg'
 import * as dagCbor from '@ipld/dag-cbor'
-import { asBuffer, cidKey, keyToCidString } from './cid-string.js'
+import { asBuffer, cidKey, keyToCidString } from '../encoding/cid-string.js'
 
 export class MstError extends Error {}
 

@@ -7,7 +7,7 @@ import type { Cid, LexMap } from '@atproto/lex-data'
 import { isValidNsid, isValidRecordKey } from '@atproto/syntax'
 import { xrpcError } from '../errors.js'
 import { LEXICON_SCHEMA_COLLECTION, LexiconDocError, parseLexiconRecord } from '../lexicon/documents.js'
-import { cidForDagCbor } from './node-cbor.js'
+import { cidForDagCbor } from '../encoding/node-cbor.js'
 
 export type ValidationStatus = 'valid' | 'unknown'
 

@@ -1,12 +1,13 @@
 // Reads shared by the repo.* and sync.* handlers: which account a `repo` parameter names, the
 // status answers of the sync lexicons, and records with their values as JSON text.
-import { sql } from 'kysely'
-import type { AccountRow } from '../account/store.js'
-import type { Db } from '../db/index.js'
+import { sql, type Selectable } from 'kysely'
+import type { AccountTable, Db } from '../db/index.js'
 import { prepared } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
 import { cachedRecord, recordEnvelope, rememberRecord } from './record-cache.js'
 import type { Store } from '../db/schema.js'
+
+type AccountRow = Selectable<AccountTable>
 
 const accountByDid = prepared((db: Store, did: string) =>
   db.selectFrom('account').selectAll().where('status', '!=', 'deleted').where('did', '=', did),

@@ -11,7 +11,7 @@ import { isUtf8 } from 'node:buffer'
 import { lexToJson } from '@atproto/lexicon'
 import { decode as decodeCbor, type TagDecoder } from 'cborg'
 import { CID } from 'multiformats/cid'
-import { cidString } from './cid-string.js'
+import { cidString } from '../encoding/cid-string.js'
 
 const MAX_DEPTH = 32
 

@@ -4,7 +4,7 @@
 // prepare.ts finds. Anything outside the common subset (floats, 64-bit integers, unusual CIDs,
 // key orders it cannot check cheaply, deep nesting) answers `undefined`: the caller then decodes
 // the record fully, so this scanner never decides that a record is invalid.
-import { cidString } from './cid-string.js'
+import { cidString } from '../encoding/cid-string.js'
 
 const MAX_DEPTH = 32
 

@@ -3,4 +3,6 @@
 // writer's answer waits for too), instead of waiting for the next read of the log. The log stays
 // the source of truth: the firehose takes a handed event only when it directly follows the last
 // one it sent, and reads the log otherwise.
-export type LocalEvent = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
+import type { LocalEvent } from '../db/store.js'
+
+export type { LocalEvent }

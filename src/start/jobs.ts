@@ -4,7 +4,7 @@
 import type { Services } from '../context.js'
 import type { StartOptions } from '../server.js'
 import { sweepExpiredChallenges } from '../account/factors/passkeys.js'
-import { sweepBlobs } from '../repo/blobstore-gc.js'
+import { sweepBlobs } from '../blob/blobstore-gc.js'
 import { Crawlers } from '../sequencer/crawlers.js'
 import { recordCrawl } from '../sequencer/crawl-log.js'
 import { CRAWL_TUNING, JOBS } from '../limits.js'

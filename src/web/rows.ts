@@ -6,7 +6,7 @@
 // throwing, and the page renders them.
 import express, { type Request, type Response, type Router } from 'express'
 import type { AccountStatus } from '../db/schema.js'
-import type { PasswordGuard } from '../auth/rate-limits.js'
+import type { PasswordGuard } from '../budgets.js'
 import type { LoginBudget } from '../account/login.js'
 import type { AccountRow } from '../account/store.js'
 import { formFields, wrap, type FormFields } from './forms.js'

@@ -16,7 +16,7 @@ import {
 } from '../../account/factors/index.js'
 import { sendDeleteToken } from '../../account/email-requests.js'
 import { activate, deactivate, deleteWithToken } from '../../account/lifecycle.js'
-import { checkDocNamesUs } from '../../migration/did-control.js'
+import { checkDocNamesUs } from '../../identity/did-control.js'
 import { clearCookie } from '../cookies.js'
 import { forgetAccount } from '../devices.js'
 import { clearSealed, setSealed } from '../sealed.js'

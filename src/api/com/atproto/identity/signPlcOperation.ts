@@ -2,7 +2,7 @@
 // with this server's rotation key over the latest one.
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { signPlcOperation } from '#src/migration/plc-operation.js'
+import { signPlcOperation } from '#src/move/plc-operation.js'
 
 export default method(
   'com.atproto.identity.signPlcOperation',

@@ -2,7 +2,7 @@
 // server signed, checked against this server, stored and published to the PLC directory.
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { submitPlcOperation } from '#src/migration/plc-operation.js'
+import { submitPlcOperation } from '#src/move/plc-operation.js'
 
 export default method(
   'com.atproto.identity.submitPlcOperation',

@@ -2,7 +2,7 @@
 // under PDS_BLOB_UPLOAD_LIMIT, imported all-or-nothing.
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { importRepo } from '#src/migration/import-repo.js'
+import { importRepo } from '#src/move/import-repo.js'
 
 export default method(
   'com.atproto.repo.importRepo',

@@ -1,6 +1,6 @@
-// com.atproto.repo.listMissingBlobs (official id; one handler serves both ids): see migration/missing-blobs.ts.
+// com.atproto.repo.listMissingBlobs (official id; one handler serves both ids): see move/missing-blobs.ts.
 import { method } from '#src/api/method.js'
-import { listMissingBlobs } from '#src/migration/missing-blobs.js'
+import { listMissingBlobs } from '#src/move/missing-blobs.js'
 
 export default method('com.atproto.repo.listMissingBlobs', ({ db }) => async ({ auth, params }) => ({
   encoding: 'application/json',

@@ -4,7 +4,7 @@ import { BlobRef } from '@atproto/lexicon'
 import { CID } from 'multiformats/cid'
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { storeUpload } from '#src/repo/blobs.js'
+import { storeUpload } from '#src/blob/blobs.js'
 import { decodedBody } from '#src/api/request-body.js'
 
 export default method(

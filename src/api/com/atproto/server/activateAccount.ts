@@ -3,7 +3,7 @@
 // document sends the DID here, so this server never answers for a DID that points elsewhere.
 import { method } from '#src/api/method.js'
 import { activate } from '#src/account/lifecycle.js'
-import { checkDocNamesUs } from '#src/migration/did-control.js'
+import { checkDocNamesUs } from '#src/identity/did-control.js'
 
 export default method('com.atproto.server.activateAccount', ({ db, config }) => async ({ auth }) => {
   const { did, account } = auth.credentials

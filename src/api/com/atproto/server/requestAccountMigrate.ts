@@ -2,7 +2,7 @@
 // migrating-out, hand back the 60-minute migration token.
 import { method } from '#src/api/method.js'
 import type { Services } from '#src/context.js'
-import { startMigrationOut } from '#src/migration/origin.js'
+import { startMigrationOut } from '#src/move/origin.js'
 
 export default method(
   'com.atproto.server.requestAccountMigrate',

@@ -3,7 +3,7 @@
 import { method } from '#src/api/method.js'
 import { xrpcError } from '#src/errors.js'
 import { syncRepo } from '#src/repo/read.js'
-import { servableBlob } from '#src/repo/blobs.js'
+import { servableBlob } from '#src/blob/blobs.js'
 
 export default method('com.atproto.sync.getBlob', ({ db, blobstore }) => async ({ auth, params }) => {
   // the migration token of the account itself reads its blobs even while deactivated

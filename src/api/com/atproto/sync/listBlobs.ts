@@ -2,7 +2,7 @@
 // since: only those of records written after that revision.
 import { method } from '#src/api/method.js'
 import { syncRepo } from '#src/repo/read.js'
-import { referencedBlobCids } from '#src/repo/blobs.js'
+import { referencedBlobCids } from '#src/blob/blobs.js'
 
 export default method('com.atproto.sync.listBlobs', ({ db }) => async ({ params }) => {
   await syncRepo(db, params.did)

@@ -1,6 +1,6 @@
-// com.atproto.sync.listMissingBlobs (this server's id; one handler serves both ids): see migration/missing-blobs.ts.
+// com.atproto.sync.listMissingBlobs (this server's id; one handler serves both ids): see move/missing-blobs.ts.
 import { method } from '#src/api/method.js'
-import { listMissingBlobs } from '#src/migration/missing-blobs.js'
+import { listMissingBlobs } from '#src/move/missing-blobs.js'
 
 export default method('com.atproto.sync.listMissingBlobs', ({ db }) => async ({ auth, params }) => ({
   encoding: 'application/json',

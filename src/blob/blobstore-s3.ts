@@ -23,24 +23,10 @@ import {
 import { xrpcError } from '../errors.js'
 import { UploadMeter, type BlobStore, type StagedBlob } from './blobstore.js'
 import { s3RequestHandler } from '../net/dns.js'
+import type { S3Config } from '../config.js'
 
 // S3's smallest part but the last; an upload under one part is a single PutObject
 const PART_BYTES = 8 * 1024 * 1024
-
-export type S3Config = {
-  bucket: string
-  region: string
-  endpoint?: string
-  forcePathStyle: boolean
-  accessKeyId?: string
-  secretAccessKey?: string
-  /** each request that stores an upload's bytes (a part, the whole object, the copy) */
-  uploadTimeoutMs: number
-  /** every other request (reads, lookups, deletes, listings) until its answer's headers */
-  requestTimeoutMs: number
-  /** PDS_DNS_NAMESERVERS: the bucket's host is resolved there when set */
-  nameservers?: string[]
-}
 
 function missing(err: unknown) {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } }

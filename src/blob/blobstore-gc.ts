@@ -7,7 +7,7 @@ import type { Db, Dialect } from '../db/index.js'
 import { advisoryLockByName } from '../db/dialect.js'
 import type { Schema, Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
-import { lockRoot } from './writer.js'
+import { lockRoot } from '../repo/writer.js'
 import { JOBS } from '../limits.js'
 
 export type Sweepable = { did: string; cid: string; size: number; reason: 'unreferenced' | 'account deleted' }

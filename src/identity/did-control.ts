@@ -6,8 +6,8 @@ import * as dagCbor from '@ipld/dag-cbor'
 import type { Config } from '../config.js'
 import type { Store } from '../db/schema.js'
 import { xrpcError } from '../errors.js'
-import { lastFromDirectory, plcData } from '../identity/directory.js'
-import { latestOp, opCid, type SignedPlcOp } from '../identity/plc.js'
+import { lastFromDirectory, plcData } from './directory.js'
+import { latestOp, opCid, type SignedPlcOp } from './plc.js'
 
 type Deps = { db: Store; config: Pick<Config, 'plcUrl' | 'publicUrl'> }
 
