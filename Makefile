@@ -50,7 +50,7 @@ test-tools:
 lint: $(STAMPS)/codegen
 	@status=0; \
 	npx tsc -p tsconfig.check.json || status=1; \
-	npx eslint --max-warnings 0 src test bench codegen eslint.config.js vitest.config.ts vitest.interop.config.ts || status=1; \
+	npx eslint --max-warnings 0 src test bench codegen eslint eslint.config.js vitest.config.ts vitest.interop.config.ts || status=1; \
 	npx prettier --check src test bench codegen || status=1; \
 	exit $$status
 

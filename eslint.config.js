@@ -1,6 +1,7 @@
 // Type-aware lint over the server, tests, bench and codegen; layout is Prettier's job, not ESLint's.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
+import { layersConfig } from './eslint/layers.js'
 
 const nodeGlobals = Object.fromEntries(
   [
@@ -64,6 +65,8 @@ export default tseslint.config(
       '@typescript-eslint/prefer-promise-reject-errors': ['error', { allowThrowingUnknown: true, allowThrowingAny: true }],
     },
   },
+  // src/ imports down its layers only, and in no cycle (eslint/layers.js)
+  layersConfig(),
   {
     // Plain-JS bench scripts and configs are outside the TypeScript program.
     files: ['**/*.js'],
