@@ -1,4 +1,4 @@
-// The write path's shortcuts around @atproto/repo (src/patches/repo.ts, repo/node-cbor.ts,
+// The write path's shortcuts around @atproto/repo (src/patches/repo.ts, encoding/node-cbor.ts,
 // repo/commit.ts) must produce exactly the bytes and CIDs the library itself produces; this fails
 // when the installed library changes shape under them.
 import { Secp256k1Keypair } from '@atproto/crypto'
