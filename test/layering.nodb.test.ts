@@ -16,7 +16,7 @@ const lint = async (cwd: string, file: string, code: string) => {
   const eslint = new ESLint({
     cwd,
     overrideConfigFile: true,
-    overrideConfig: [{ languageOptions: { parser: tseslint.parser as Linter.Parser } }, layersConfig()],
+    overrideConfig: [{ languageOptions: { parser: tseslint.parser } }, layersConfig()],
   })
   const [result] = await eslint.lintText(code, { filePath: join(cwd, file) })
   return result.messages.map((m) => `${m.ruleId}: ${m.message}`)
