@@ -12,7 +12,6 @@ export const LAYERS = [
       'config.ts',
       'errors.ts',
       'logger.ts',
-      'limits.ts',
       'metrics.ts',
       'outbound.ts',
       'runtime.ts',
@@ -48,7 +47,7 @@ export const LAYERS = [
   { proxy: ['proxy/'] },
   { api: ['api/'], 'account-page': ['web/account/'], 'well-known': ['well-known.ts'], cors: ['cors.ts'] },
   { cli: ['cli/'] },
-  { server: ['server.ts', 'start/'] },
+  { server: ['server.ts', 'start/', 'limits.ts'] },
   { bin: ['bin.ts'] },
 ]
 

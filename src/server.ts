@@ -4,14 +4,13 @@
 import type { Config } from './config.js'
 import type { Services, TestHooks } from './context.js'
 import { createLogger, type Logger } from './logger.js'
-import type { FirehoseOptions } from './sequencer/firehose.js'
-import type { CrawlerOptions } from './sequencer/crawlers.js'
-import type { RateLimitTuning } from './auth/rate-limits.js'
-import type { HttpLimits } from './limits.js'
 import { Lifecycle } from './start/lifecycle.js'
 import { startServices } from './start/services.js'
 import { startHttp } from './start/http.js'
 import { startJobs } from './start/jobs.js'
+import type { StartOptions } from './start/options.js'
+
+export type { StartOptions }
 
 export { version } from './start/http.js'
 
@@ -22,26 +21,6 @@ export type Pds = {
   url: string
   port: number
   close(): Promise<void>
-}
-
-export type StartOptions = {
-  logger?: Logger
-  /** tuning the tests use; operators have no reason to change these */
-  firehose?: Partial<FirehoseOptions>
-  rateLimits?: RateLimitTuning
-  crawlers?: Partial<CrawlerOptions>
-  http?: Partial<HttpLimits>
-  /** fault injection for tests only */
-  testHooks?: TestHooks
-  /**
-   * check every response body against its lexicon before sending it (the tests do; in service,
-   * as with the reference PDS, the handlers' types and the tests stand for it)
-   */
-  validateResponses?: boolean
-  /** how often expired passkey challenges are deleted (tests shorten it) */
-  challengeSweepMs?: number
-  /** scheduled S3 backups in milliseconds instead of PDS_BACKUP_INTERVAL_HOURS (tests) */
-  backups?: { intervalMs?: number; checkMs?: number }
 }
 
 export async function startPds(config: Config, opts: StartOptions = {}): Promise<Pds> {

@@ -2,7 +2,7 @@
 // challenge sweep and scheduled backups. Each registers its own stop; they start once the
 // listener is up (a relay asked to crawl connects back at once).
 import type { Services } from '../context.js'
-import type { StartOptions } from '../server.js'
+import type { StartOptions } from './options.js'
 import { sweepExpiredChallenges } from '../account/factors/passkeys.js'
 import { sweepBlobs } from '../blob/blobstore-gc.js'
 import { Crawlers } from '../sequencer/crawlers.js'
