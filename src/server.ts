@@ -2,8 +2,8 @@
 // teardown: the services handlers receive, the HTTP app and its listener, the background jobs.
 // Close stops them in reverse: jobs first, then the listener drains, then the services close.
 import type { Config } from './config.js'
-import type { Services, TestHooks } from './context.js'
-import { createLogger, type Logger } from './logger.js'
+import type { Services } from './context.js'
+import { createLogger } from './logger.js'
 import { Lifecycle } from './start/lifecycle.js'
 import { startServices } from './start/services.js'
 import { startHttp } from './start/http.js'
