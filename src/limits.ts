@@ -1,8 +1,6 @@
 // Tuning numbers: how long, how often, how many, how large. Each says why it is what it is.
 // Rules of the protocol (token lifetimes, frame formats, close codes) stay where the rule lives;
 // what an operator may change is a setting in config.ts instead.
-import type { FirehoseOptions } from './sequencer/firehose.js'
-import type { CrawlerOptions } from './sequencer/crawlers.js'
 
 export type HttpLimits = {
   maxHeaderBytes: number
@@ -42,7 +40,8 @@ export const REDIS_READY_MS = 5000
 export const REDIS_COMMAND_MS = 2000
 
 /** what a subscribeRepos consumer may cost before it is dropped, and how the log is read for it */
-export const FIREHOSE_TUNING: Omit<FirehoseOptions, 'retentionHours' | 'maxConnectionsPerAddress'> = {
+// checked against FirehoseOptions where the firehose is built; typing it here would import upward
+export const FIREHOSE_TUNING = {
   // without a wake-up channel another process's events arrive this late; one indexed read each
   pollMs: 25,
   // a lost PostgreSQL notification delays events by at most this
@@ -58,7 +57,8 @@ export const FIREHOSE_TUNING: Omit<FirehoseOptions, 'retentionHours' | 'maxConne
 }
 
 /** asking relays to crawl (the quiet period itself is PDS_CRAWL_INTERVAL_MINUTES) */
-export const CRAWL_TUNING: Omit<CrawlerOptions, 'intervalMs' | 'onOutcome'> = {
+// checked against CrawlerOptions where the crawlers are built
+export const CRAWL_TUNING = {
   // a write is noticed this late at most; each look reads one max(seq)
   checkMs: 5000,
   // a relay that indexes this server reconnects within minutes of a restart; longer, it dropped us
