@@ -102,6 +102,7 @@ function spaceBatchNeeds(space: unknown, writes: unknown): Need[] {
 
 const SPACE_SELF_READ = {
   check: 'access',
+  spaceCredential: true,
   statuses: ['active', 'deactivated', 'takendown'],
   permissions: ({ params }: Call) => spaceNeed(params.space, { action: 'read_self' }),
 } as const satisfies Row

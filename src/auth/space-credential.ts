@@ -17,14 +17,24 @@ import {
   peekTokenType,
   verifyDelegationToken,
   verifySpaceCredential,
+  requireCredentialFor,
   type CredentialClaims,
   type DelegationClaims,
 } from '../space/tokens.js'
+import type { SpaceReader } from '../space/repo-read.js'
 
 /** a request carrying a space credential: any repo of `claims.space` may be read */
 export type SpaceCredentialCredentials = { type: 'spaceCredential'; claims: CredentialClaims }
 /** getSpaceCredential's caller: an app acting for `claims.iss`, holding the DPoP key `jkt` */
 export type DelegationCredentials = { type: 'delegation'; claims: DelegationClaims; jkt: string }
+
+/** who reads a permissioned repo: the account itself (its own repo only), or a credential holder
+ *  (any repo of the credential's space; InvalidCredential for another space) */
+export function spaceReader(creds: { type: 'access'; did: string } | SpaceCredentialCredentials, space: string): SpaceReader {
+  if (creds.type === 'access') return { did: creds.did }
+  requireCredentialFor(creds.claims, space)
+  return {}
+}
 
 export type SpaceAuthDeps = Pick<Services, 'config' | 'db' | 'tokenKeys' | 'oauth'> & Partial<Pick<Services, 'didResolver'>>
 

@@ -206,6 +206,13 @@ function scopeRefusal(space: SpaceRef, action: string, collection: string) {
   return xrpcError('InsufficientScope', `Missing required scope for ${action} of ${collection} in ${space.uri}`)
 }
 
+/** removes `did`'s repo in one space: records, log, state and blob links */
+export async function deleteSpaceRepo(trx: Store, space: string, did: string): Promise<void> {
+  for (const table of ['space_record_blob', 'space_op', 'space_record', 'space_repo'] as const) {
+    await trx.deleteFrom(table).where('space', '=', space).where('did', '=', did).execute()
+  }
+}
+
 /** an account's deletion takes every permissioned repo it holds with it (inside that transaction) */
 export async function deleteSpaceRepos(trx: Store, did: string): Promise<void> {
   for (const table of ['space_record_blob', 'space_op', 'space_record', 'space_repo'] as const) {

@@ -29,6 +29,7 @@ import { stage } from '../startup-errors.js'
 import { FIREHOSE_TUNING, JOBS, REDIS_COMMAND_MS, REDIS_READY_MS } from '../limits.js'
 import type { Lifecycle } from './lifecycle.js'
 import { notifyNothing } from '../space/repo-write.js'
+import { notifyWriteHook } from '../space/host.js'
 
 export async function startServices(
   config: Config,
@@ -74,6 +75,8 @@ export async function startServices(
     notifyWrite: notifyNothing,
     testHooks: opts.testHooks,
   }
+  // the repo host tells each write's space host; the hook needs the services it is part of
+  services.notifyWrite = notifyWriteHook(services)
   registerGauges(services)
   return { services, rateLimits }
 }
