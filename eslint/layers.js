@@ -35,7 +35,8 @@ export const LAYERS = [
   { web: ['web/'] },
   { context: ['context.ts'] },
   {
-    auth: ['auth/'],
+    // the space host's key resolution and attestation check space credentials with auth/
+    auth: ['auth/', 'space/host.ts', 'space/attestation.ts'],
     'oauth-server': [
       'oauth/routes.ts',
       'oauth/authorize.ts',
@@ -45,7 +46,10 @@ export const LAYERS = [
       'oauth/page.ts',
     ],
   },
-  { 'read-after-write': ['read-after-write/'], 'space-handlers': ['space/repo-handlers.ts'] },
+  {
+    'read-after-write': ['read-after-write/'],
+    'space-handlers': ['space/repo-handlers.ts'],
+  },
   { proxy: ['proxy/'] },
   { api: ['api/'], 'account-page': ['web/account/'], 'well-known': ['well-known.ts'], cors: ['cors.ts'] },
   { cli: ['cli/'] },

@@ -6,9 +6,9 @@
 import type { MethodAuthContext } from '@atproto/xrpc-server'
 import type { Services } from '../context.js'
 import { xrpcError } from '../errors.js'
-import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from '../oauth/dpop.js'
-import { decodeParts } from '../oauth/es256k.js'
-import { ReplayStoreFull, ReplayStoreUnavailable } from '../oauth/replay.js'
+import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedProof } from '../jwt/dpop.js'
+import { decodeParts } from '../jwt/es256k.js'
+import { ReplayStoreFull, ReplayStoreUnavailable } from '../jwt/replay.js'
 import { spaceError } from '../space/errors.js'
 import { keyResolver } from '../space/host.js'
 import {

@@ -4,7 +4,7 @@
 import { compactVerify, importJWK, type JWK } from 'jose'
 import type { Services } from '../context.js'
 import { readCapped } from '../outbound.js'
-import { decodeParts } from '../oauth/es256k.js'
+import { decodeParts } from '../jwt/es256k.js'
 import { spaceError } from './errors.js'
 import { spaceHostAudience, type SpaceRef } from './refs.js'
 import { EXP_SKEW_S } from './tokens.js'
