@@ -9,7 +9,8 @@ import { AtpAgent } from '@atproto/api'
 import { requestLocalLock } from '@atproto/oauth-client'
 import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, PASSWORD, startTestPds, type TestPds } from './harness.js'
+import { bearer, describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { csrfOf, pageClient } from './page-client.js'
 import { authorize, dpopKey, exchange, loopbackClientId, openPage, par, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 import { scopeStringAllows } from '../src/space/scope.js'
@@ -298,5 +299,58 @@ describe('space: scopes at the authorization server', () => {
       'InsufficientScope',
     ])
     expect(await write('atproto transition:generic', own, MESSAGE)).toEqual([403, 'InsufficientScope'])
+  })
+  it('the account page lists the spaces a person owns and those they belong to or wrote in', async () => {
+    const session = async (a: { handle: string }) => {
+      const res = await xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier: a.handle, password: PASSWORD } })
+      return bearer(res.body.accessJwt)
+    }
+    const create = async (a: { handle: string }, skey: string) => {
+      const res = await xrpc(pds.url, 'com.atproto.simplespace.createSpace', {
+        headers: await session(a),
+        body: {
+          type: CHAT,
+          skey,
+          policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+      })
+      expect(res.status, res.text).toBe(200)
+      return res.body.uri as string
+    }
+    const mine = await create(user, 'book-club')
+    const friends = await create(friend, 'family')
+    const added = await xrpc(pds.url, 'com.atproto.simplespace.addMember', {
+      headers: await session(friend),
+      body: { space: friends, did: user.did },
+    })
+    expect(added.status, added.text).toBe(200)
+    const other = await create(pub, 'news')
+    const wrote = await xrpc(pds.url, 'com.atproto.space.createRecord', {
+      headers: await session(user),
+      body: { space: other, repo: user.did, collection: MESSAGE, record: { $type: MESSAGE, text: 'hello' } },
+    })
+    expect(wrote.status, wrote.text).toBe(200)
+
+    const http = pageClient(pds.url)
+    const login = await http.get('/account?view=login')
+    const signedIn = await http.post('/account/sign-in', { csrf_token: csrfOf(login.text), handle: user.handle, password: PASSWORD })
+    expect(signedIn.status).toBe(303)
+    const page = (await http.get('/account')).text
+    const owned = /id="spaces-owned">([\s\S]*?)<\/ul>/.exec(page)?.[1] ?? ''
+    expect(owned).toContain(`data-space="${mine}"`)
+    expect(owned).toContain('book-club')
+    expect(owned).not.toContain(friends)
+    const joined = /id="spaces-joined">([\s\S]*?)<\/ul>/.exec(page)?.[1] ?? ''
+    expect(joined).toContain(`data-space="${friends}"`)
+    expect(joined).toContain(`owned by @${friend.handle}`)
+    expect(joined).toMatch(/family[\s\S]*member/)
+    expect(joined).toContain(`data-space="${other}"`)
+    expect(joined).toMatch(/news[\s\S]*you wrote here/)
+
+    // a deleted space is no longer listed as owned
+    const gone = await xrpc(pds.url, 'com.atproto.simplespace.deleteSpace', { headers: await session(user), body: { space: mine } })
+    expect(gone.status, gone.text).toBe(200)
+    expect((await http.get('/account')).text).not.toContain(`data-space="${mine}"`)
   })
 })

@@ -6,6 +6,7 @@ import { connectedApps } from '../../oauth/store.js'
 import { serverSignsFor } from '../../identity/control.js'
 import { consentWords } from '../../oauth/consent-words.js'
 import { deviceAccounts } from '../devices.js'
+import { spacesOf } from './spaces.js'
 import { readSealed } from '../sealed.js'
 import * as flow from '../sign-in/flow.js'
 import type { RowContext, Signed } from '../rows.js'
@@ -61,6 +62,7 @@ export function homeRows(kit: AccountKit): AccountRowDef[] {
       factors: await factorsOf(db, did),
       passkeys: await listPasskeys(db, did),
       handleDomains: config.handleDomains,
+      spaces: await spacesOf(db, did),
       didOutOfControl: (await serverSignsFor(db, config.plcUrl, kit.deps.rotationKey.did(), did)) === false,
       pending: {
         emailChange: tokens.find((t) => t.purpose === 'update-email')?.new_email ?? undefined,

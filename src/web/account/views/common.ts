@@ -7,6 +7,7 @@ import { CSRF_FIELD } from '../../csrf.js'
 import type { ConsentWords } from '#src/oauth/consent-words.js'
 import type { AppPasswordView } from '#src/account/app-passwords.js'
 import type { Factors, Passkey } from '#src/account/factors/index.js'
+import type { SpacesView } from '../spaces.js'
 
 export const SCRIPT_PATH = '/account/passkeys.js'
 
@@ -42,6 +43,8 @@ export type AccountView = {
   handleDomains: string[]
   /** the DID's rotation keys no longer include this server's: its owner signs changes to it */
   didOutOfControl?: boolean
+  /** the spaces the person created, and those they belong to or wrote in */
+  spaces?: SpacesView
   /** mailed tokens still waiting: a change of address (to which), a confirmation, a deletion */
   pending: { emailChange?: string; confirm: boolean; deletion: boolean }
 }

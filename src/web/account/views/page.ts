@@ -5,6 +5,7 @@ import { layout, type ServerInfo } from '../../layout.js'
 import { form, messages, sectionMessages, SCRIPT_PATH, type AccountView, type Common } from './common.js'
 import { appPasswordsSection, appsSection, emailSection, handleSection, passwordSection } from './access.js'
 import { securitySection } from './security.js'
+import { spacesSection } from './spaces.js'
 
 function statusSection(c: Common, a: AccountView): SafeHtml {
   const deactivated = a.status === 'deactivated'
@@ -79,6 +80,7 @@ export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml
           <li><a href="#handle">Handle</a></li>
           <li><a href="#password">Password</a></li>
           <li><a href="#security">Second factors</a></li>
+          <li><a href="#spaces">Spaces</a></li>
           <li><a href="#data">Your data</a></li>
           <li><a href="#status">Deactivate or delete</a></li>
         </ul>
@@ -94,8 +96,8 @@ export function accountPage(c: Common, a: AccountView, qrSvg?: string): SafeHtml
       ${
         a.status === 'deactivated'
           ? html`<p class="notice" id="deactivated">Your account is deactivated. Reactivate it to change its settings.</p>
-              ${statusSection(c, a)}${dataSection(c)}${appsSection(c, a)}${appPasswordsSection(c, a, false)}`
-          : html`${appsSection(c, a)}${appPasswordsSection(c, a, true)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${dataSection(c)}${statusSection(c, a)}`
+              ${statusSection(c, a)}${dataSection(c)}${spacesSection(a)}${appsSection(c, a)}${appPasswordsSection(c, a, false)}`
+          : html`${appsSection(c, a)}${appPasswordsSection(c, a, true)}${emailSection(c, a)}${handleSection(c, a)}${passwordSection(c)}${securitySection(c, a, qrSvg)}${spacesSection(a)}${dataSection(c)}${statusSection(c, a)}`
       }`,
   })
 }
