@@ -10,7 +10,7 @@ import { checkDpopProof, DpopBusy, DpopError, rememberDpopProof, type CheckedPro
 import { decodeParts } from '../jwt/es256k.js'
 import { ReplayStoreFull, ReplayStoreUnavailable } from '../jwt/replay.js'
 import { spaceError } from '../space/errors.js'
-import { keyResolver } from '../space/host.js'
+import { verificationKeyOf } from './service-auth.js'
 import {
   CREDENTIAL_TYP,
   DELEGATION_TYP,
@@ -20,6 +20,7 @@ import {
   requireCredentialFor,
   type CredentialClaims,
   type DelegationClaims,
+  type KeyResolver,
 } from '../space/tokens.js'
 import type { SpaceReader } from '../space/repo-read.js'
 
@@ -134,6 +135,12 @@ async function guarded<T>(ctx: MethodAuthContext, fn: () => Promise<T>): Promise
     throw err
   }
 }
+
+/** resolves a token issuer's verification method `kid` (`#atproto` or `#atproto_space`) */
+const keyResolver =
+  (deps: Pick<Services, 'db' | 'config' | 'tokenKeys' | 'didResolver'>): KeyResolver =>
+  (iss, kid, fresh) =>
+    verificationKeyOf(deps, iss, kid.replace(/^#/, ''), fresh)
 
 function requireResolver(deps: SpaceAuthDeps): SpaceAuthDeps & Pick<Services, 'didResolver'> {
   if (!deps.didResolver) throw new Error('space credentials need the DID resolver')

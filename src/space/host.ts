@@ -6,10 +6,9 @@ import type { Services } from '../context.js'
 import type { Writer } from '../db/index.js'
 import { serviceEndpoint } from '../identity/did-resolver.js'
 import { readCapped } from '../outbound.js'
-import { mintServiceAuth, verificationKeyOf } from '../auth/service-auth.js'
+import { mintServiceAuth } from '../auth/service-auth.js'
 import { spaceError } from './errors.js'
 import { parseSpaceRef, type SpaceRef } from './refs.js'
-import type { KeyResolver } from './tokens.js'
 
 const DEFS = 'com.atproto.simplespace.defs'
 export const PUBLIC_POLICY = `${DEFS}#publicPolicy`
@@ -293,12 +292,6 @@ export async function resolveService(
   }
   return undefined
 }
-
-/** resolves a token issuer's verification method `kid` (`#atproto` or `#atproto_space`) */
-export const keyResolver =
-  (deps: Pick<HostDeps, 'db' | 'config' | 'tokenKeys' | 'didResolver'>): KeyResolver =>
-  (iss, kid, fresh) =>
-    verificationKeyOf(deps, iss, kid.replace(/^#/, ''), fresh)
 
 export type NotifyBody = { space: string; repo: string; rev: string; hash: Uint8Array }
 
