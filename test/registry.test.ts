@@ -127,7 +127,7 @@ describe('auth registry', () => {
     expect(admitted).toEqual(['com.atproto.moderation.createReport'])
   })
 
-  it('keeps the deactivated exceptions to checkAccountStatus, activateAccount and what migrating in needs', () => {
+  it('keeps the deactivated exceptions to checkAccountStatus, activateAccount, what migrating in needs and own space reads', () => {
     const admitted = Object.entries(registry)
       .filter(([, r]) => r.statuses?.includes('deactivated'))
       .map(([n]) => n)
@@ -144,6 +144,15 @@ describe('auth registry', () => {
         'com.atproto.server.activateAccount',
         'com.atproto.server.checkAccountStatus',
         'com.atproto.sync.listMissingBlobs',
+        // reading one's own permissioned repos and listing one's spaces
+        'com.atproto.space.getBlob',
+        'com.atproto.space.getLatestCommit',
+        'com.atproto.space.getRecord',
+        'com.atproto.space.getRepo',
+        'com.atproto.space.listBlobs',
+        'com.atproto.space.listRecords',
+        'com.atproto.space.listRepoOps',
+        'com.atproto.space.listSpaces',
       ].sort(),
     )
   })

@@ -100,10 +100,11 @@ function spaceBatchNeeds(space: unknown, writes: unknown): Need[] {
   )
 }
 
+// a deactivated account still reads its own permissioned repos; a taken-down one reports alone
 const SPACE_SELF_READ = {
   check: 'access',
   spaceCredential: true,
-  statuses: ['active', 'deactivated', 'takendown'],
+  statuses: ['active', 'deactivated'],
   permissions: ({ params }: Call) => spaceNeed(params.space, { action: 'read_self' }),
 } as const satisfies Row
 
