@@ -72,3 +72,20 @@ export async function servableBlob(db: Store, did: string, cid: string) {
     .where('takedown_ref', 'is', null)
     .executeTakeFirst()
 }
+
+/**
+ * A stored blob as an XRPC answer: its bytes under their stored MIME type, sandboxed so a browser
+ * never runs them as this origin's content; `extra` adds headers (a download disposition).
+ */
+export function blobAnswer(mimeType: string, found: { stream: Readable; size: number }, extra: Record<string, string> = {}) {
+  return {
+    encoding: mimeType as '*/*',
+    body: found.stream,
+    headers: {
+      'content-length': String(found.size),
+      'x-content-type-options': 'nosniff',
+      ...extra,
+      'content-security-policy': "default-src 'none'; sandbox",
+    },
+  }
+}

@@ -7,7 +7,7 @@ import { CID } from 'multiformats/cid'
 import type { Db } from '../db/index.js'
 import type { Store } from '../db/schema.js'
 import type { BlobStore } from '../blob/blobstore.js'
-import { servableBlob } from '../blob/blobs.js'
+import { blobAnswer, servableBlob } from '../blob/blobs.js'
 import { recordValueJson } from '../repo/record-json.js'
 import { findRepoAccount } from '../repo/read.js'
 import { signingKeyFor } from '../repo/writer.js'
@@ -176,16 +176,7 @@ export async function getSpaceBlob(
   const row = linked && (await servableBlob(db, did, q.cid))
   const found = row && (await blobstore.read(q.cid))
   if (!row || !found) throw spaceError('BlobNotFound', 'Blob not found')
-  return {
-    encoding: row.mime_type as '*/*',
-    body: found.stream,
-    headers: {
-      'content-length': String(found.size),
-      'x-content-type-options': 'nosniff',
-      'content-disposition': 'attachment',
-      'content-security-policy': "default-src 'none'; sandbox",
-    },
-  }
+  return blobAnswer(row.mime_type, found, { 'content-disposition': 'attachment' })
 }
 
 /** space.getRepo: the repo as a two-root CAR (commit, index, then the records unless excluded) */

@@ -3,7 +3,7 @@
 import { method } from '#src/api/method.js'
 import { xrpcError } from '#src/errors.js'
 import { syncRepo } from '#src/repo/read.js'
-import { servableBlob } from '#src/blob/blobs.js'
+import { blobAnswer, servableBlob } from '#src/blob/blobs.js'
 
 export default method('com.atproto.sync.getBlob', ({ db, blobstore }) => async ({ auth, params }) => {
   // the migration token of the account itself reads its blobs even while deactivated
@@ -12,13 +12,5 @@ export default method('com.atproto.sync.getBlob', ({ db, blobstore }) => async (
   const row = await servableBlob(db, params.did, params.cid)
   const found = row && (await blobstore.read(params.cid))
   if (!row || !found) throw xrpcError('BlobNotFound', 'Blob not found')
-  return {
-    encoding: row.mime_type as '*/*',
-    body: found.stream,
-    headers: {
-      'content-length': String(found.size),
-      'x-content-type-options': 'nosniff',
-      'content-security-policy': "default-src 'none'; sandbox",
-    },
-  }
+  return blobAnswer(row.mime_type, found)
 })
