@@ -22,13 +22,17 @@ export const DEFAULT_URL: Partial<Record<Flavor, string>> = {
 export const ACCOUNT_CREATION_MODES = ['open', 'invite', 'moving-in', 'closed'] as const
 export type AccountCreation = (typeof ACCOUNT_CREATION_MODES)[number]
 
-export type S3Config = {
+/** where an S3-compatible bucket is and how to sign in to it */
+export type BucketConfig = {
   bucket: string
   region: string
   endpoint?: string
   forcePathStyle: boolean
   accessKeyId?: string
   secretAccessKey?: string
+}
+
+export type S3Config = BucketConfig & {
   /** each request that stores an upload's bytes (a part, the whole object, the copy) */
   uploadTimeoutMs: number
   /** every other request (reads, lookups, deletes, listings) until its answer's headers */
@@ -37,13 +41,7 @@ export type S3Config = {
   nameservers?: string[]
 }
 
-export type BackupS3Config = {
-  bucket: string
-  region: string
-  endpoint?: string
-  forcePathStyle: boolean
-  accessKeyId?: string
-  secretAccessKey?: string
+export type BackupS3Config = BucketConfig & {
   /** '' or ends with '/' */
   prefix: string
   intervalHours: number

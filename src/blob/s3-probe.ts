@@ -3,15 +3,7 @@
 // credentials that may list but not write, fail here rather than at the first upload.
 import { randomBytes } from 'node:crypto'
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-
-export type BucketConfig = {
-  bucket: string
-  region: string
-  endpoint?: string
-  forcePathStyle: boolean
-  accessKeyId?: string
-  secretAccessKey?: string
-}
+import type { BucketConfig } from '../config.js'
 
 const TIMEOUT_MS = 10_000
 
