@@ -28,7 +28,8 @@ export async function verifyClientAttestation(deps: Deps, jwt: string, space: Sp
   if (!parts || jwt.split('.').length !== 3) throw bad('not a compact JWS')
   const { header, payload } = parts
   if (header.typ !== ATTESTATION_TYP) throw bad(`typ must be ${ATTESTATION_TYP}`)
-  if (header.alg !== 'ES256' && header.alg !== 'ES256K') throw bad('alg must be ES256 or ES256K')
+  // the keys OAuth clients publish are P-256: the atproto OAuth profile signs client auth ES256
+  if (header.alg !== 'ES256') throw bad('alg must be ES256')
   if (typeof header.kid !== 'string' || !header.kid) throw bad('kid is missing')
   const { iss, sub, aud, exp, jti } = payload
   if (typeof iss !== 'string' || iss !== sub) throw bad('iss and sub must both be the client_id')
@@ -45,12 +46,15 @@ export async function verifyClientAttestation(deps: Deps, jwt: string, space: Sp
   }
   let keys: JWK[]
   try {
-    keys = await clientKeys(deps, url)
-  } catch {
+    keys = await clientKeys(deps, iss, url)
+  } catch (err) {
+    if (err instanceof AttestationError) throw bad(err.message)
     throw bad('the client metadata or its keys could not be fetched')
   }
-  const jwk = keys.find((k) => k.kid === header.kid)
-  if (!jwk) throw bad(`the client publishes no key ${header.kid}`)
+  const jwk = keys.find(
+    (k) => k.kid === header.kid && (k.use === undefined || k.use === 'sig') && (k.alg === undefined || k.alg === header.alg),
+  )
+  if (!jwk) throw bad(`the client publishes no signing key ${header.kid}`)
   try {
     await compactVerify(jwt, await importJWK(jwk, header.alg))
   } catch {
@@ -61,15 +65,22 @@ export async function verifyClientAttestation(deps: Deps, jwt: string, space: Sp
   return iss
 }
 
-async function clientKeys(deps: Deps, clientId: URL): Promise<JWK[]> {
-  const hit = jwksCache.get(clientId.href)
+class AttestationError extends Error {}
+
+async function clientKeys(deps: Deps, clientId: string, url: URL): Promise<JWK[]> {
+  const hit = jwksCache.get(clientId)
   if (hit && hit.expires > Date.now()) return hit.keys
-  const metadata = (await getJson(deps, clientId.href)) as { jwks?: { keys?: unknown }; jwks_uri?: unknown }
+  const metadata = (await getJson(deps, url.href)) as { client_id?: unknown; jwks?: { keys?: unknown }; jwks_uri?: unknown }
+  // as at the authorization server: a document speaks only for the client_id it is published at
+  if (metadata.client_id !== clientId) throw new AttestationError('the client metadata names another client_id')
   let jwks = metadata.jwks
   if (!jwks && typeof metadata.jwks_uri === 'string') jwks = await getJson(deps, metadata.jwks_uri)
-  const keys = Array.isArray(jwks?.keys) ? (jwks.keys as JWK[]) : []
+  // a document's junk entries are skipped rather than trusted to be keys
+  const keys = Array.isArray(jwks?.keys)
+    ? (jwks.keys as unknown[]).filter((k): k is JWK => !!k && typeof k === 'object' && !Array.isArray(k))
+    : []
   if (jwksCache.size >= CACHE_MAX) jwksCache.delete(jwksCache.keys().next().value as string)
-  jwksCache.set(clientId.href, { keys, expires: Date.now() + CACHE_TTL_MS })
+  jwksCache.set(clientId, { keys, expires: Date.now() + CACHE_TTL_MS })
   return keys
 }
 
@@ -78,6 +89,7 @@ async function getJson(deps: Deps, url: string): Promise<Record<string, unknown>
   const res = await deps.outbound.request(url, {
     headersTimeout: TIMEOUT_MS,
     bodyTimeout: TIMEOUT_MS,
+    signal: AbortSignal.timeout(TIMEOUT_MS),
     headers: { accept: 'application/json' },
   })
   if (res.statusCode !== 200) {
