@@ -179,6 +179,52 @@ describe('Spaces: the repo host', () => {
     expect((await a.client.call(`${S}.listSpaces`, { type: 'com.example.other' })).data.spaces).toEqual([])
   })
 
+  it('lists the spaces an account created as authority and those it holds a repo in, not deleted ones', async () => {
+    const owner = await spaceAccount('sprls')
+    const writer = await spaceAccount('sprlw')
+    const create = (type: string, skey: string) =>
+      owner.client.call(
+        'com.atproto.simplespace.createSpace',
+        {},
+        {
+          type,
+          skey,
+          policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+      )
+    // created, never written to: listed for its authority
+    const quiet = (await create(TYPE, 'quiet')).data.uri
+    const other = (await create('com.example.other', 'b')).data.uri
+    const gone = (await create(TYPE, 'gone')).data.uri
+    await owner.client.call('com.atproto.simplespace.deleteSpace', {}, { space: gone })
+    // created and written to by its authority: listed once
+    const busy = (await create(TYPE, 'busy')).data.uri
+    await owner.client.call(`${S}.createRecord`, {}, { space: busy, repo: owner.did, collection: COL, record: post('mine') })
+    // another's space the owner wrote into, and the owner's space another wrote into
+    await owner.client.call(`${S}.createRecord`, {}, { space: writer.space, repo: owner.did, collection: COL, record: post('there') })
+    await writer.client.call(`${S}.createRecord`, {}, { space: quiet, repo: writer.did, collection: COL, record: post('here') })
+
+    const all = [busy, other, quiet, writer.space].sort()
+    expect((await owner.client.call(`${S}.listSpaces`, {})).data).toEqual({ spaces: all.map((uri) => ({ uri })) })
+    const pages: string[] = []
+    let cursor: string | undefined
+    for (let i = 0; i < 10; i++) {
+      const page = (await owner.client.call(`${S}.listSpaces`, { limit: 2, cursor })).data
+      pages.push(...page.spaces.map((s: { uri: string }) => s.uri))
+      cursor = page.cursor
+      if (!cursor) break
+    }
+    expect(pages).toEqual(all)
+    expect((await owner.client.call(`${S}.listSpaces`, { type: 'com.example.other' })).data.spaces).toEqual([{ uri: other }])
+    expect((await owner.client.call(`${S}.listSpaces`, { did: writer.did })).data.spaces).toEqual([{ uri: writer.space }])
+    expect((await owner.client.call(`${S}.listSpaces`, { type: TYPE, did: owner.did })).data.spaces).toEqual(
+      [busy, quiet].sort().map((uri) => ({ uri })),
+    )
+    // the writer holds a repo in the owner's space: listed for it too, but not the owner's others
+    expect((await writer.client.call(`${S}.listSpaces`, {})).data.spaces).toEqual([quiet].map((uri) => ({ uri })))
+  })
+
   it('serves the repo as a CAR a syncer verifies, with and without values', async () => {
     const a = await spaceAccount('sprcar')
     for (const t of ['a', 'bb', 'c']) {

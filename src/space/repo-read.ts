@@ -273,13 +273,36 @@ export async function listSpaceRepoOps(
 
 export const SPACES_LIMIT_DEFAULT = 50
 
-/** space.listSpaces: the spaces `did` holds a repo in, in URI order, filtered by type and authority */
+/**
+ * space.listSpaces: the spaces `did` holds a repo in or created as authority (and has not deleted),
+ * in URI order, filtered by type and authority; not the spaces it may read
+ */
 export async function listSpacesOf(db: Store, did: string, q: { type?: string; did?: string; limit?: number; cursor?: string }) {
   const limit = q.limit ?? SPACES_LIMIT_DEFAULT
-  let query = db.selectFrom('space_repo').select('space').where('did', '=', did).orderBy('space').limit(limit)
-  if (q.type !== undefined) query = query.where('type', '=', q.type)
-  if (q.did !== undefined) query = query.where('authority', '=', q.did)
-  if (q.cursor !== undefined) query = query.where('space', '>', q.cursor)
-  const spaces = (await query.execute()).map((r) => ({ uri: r.space }))
+  // a space the account both governs and writes in is one row: union, not union all; ordered and
+  // cut by the store so the cursor compares as the order does on either dialect
+  const rows = await db
+    .selectFrom((eb) => {
+      let repos = eb.selectFrom('space_repo').select('space').where('did', '=', did)
+      let governed = eb.selectFrom('space_config').select('space').where('authority', '=', did).where('deleted_at', 'is', null)
+      if (q.type !== undefined) {
+        repos = repos.where('type', '=', q.type)
+        governed = governed.where('type', '=', q.type)
+      }
+      if (q.did !== undefined) {
+        repos = repos.where('authority', '=', q.did)
+        governed = governed.where('authority', '=', q.did)
+      }
+      if (q.cursor !== undefined) {
+        repos = repos.where('space', '>', q.cursor)
+        governed = governed.where('space', '>', q.cursor)
+      }
+      return repos.union(governed).as('s')
+    })
+    .select('s.space')
+    .orderBy('s.space')
+    .limit(limit)
+    .execute()
+  const spaces = rows.map((r) => ({ uri: r.space }))
   return { spaces, ...(spaces.length === limit ? { cursor: spaces[spaces.length - 1].uri } : {}) }
 }

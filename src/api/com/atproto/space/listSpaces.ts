@@ -1,4 +1,4 @@
-// com.atproto.space.listSpaces: the spaces the caller holds a repo in, in URI order; not the spaces it may read.
+// com.atproto.space.listSpaces: the spaces the caller holds a repo in or governs, in URI order; not the spaces it may read.
 import { method } from '#src/api/method.js'
 import { listSpacesOf } from '#src/space/repo-read.js'
 
