@@ -1,8 +1,9 @@
 // Granular permissions as a single-page app in headless Chromium meets them, through the official
 // @atproto/oauth-client-browser and our sign-in and consent pages: an app asking to create posts
 // and upload images may do exactly that; an app asking for a permission set published on this
-// server gets what the set grants and nothing else, with the set's title on the consent page; and
-// a refreshed token never carries more than the user allowed. What the app sees is read by script.
+// server gets what the set grants and nothing else, with the set's title on the consent page in
+// the browser's language; and a refreshed token never carries more than the user allowed. What
+// the app sees is read by script.
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { BrowserRig, hasChromium, signInThroughPages, startBrowserPlc, waitFor } from './browser-helpers.js'
 import { describe, PASSWORD, startTestPds, type TestPds } from './harness.js'
@@ -101,11 +102,12 @@ type App = {
   close(): Promise<void>
 }
 
-/** an app on its own origin asking `scope`, signed in as `handle` through our pages */
+/** an app on its own origin asking `scope`, signed in as `handle` through our pages (by a browser asking for `lang`) */
 async function signedInApp(
   scope: string,
   handle: string,
   beforeAccept?: Parameters<typeof signInThroughPages>[1]['beforeAccept'],
+  lang?: string,
 ): Promise<App> {
   const served = await rig.serveApp(bundle, (origin) => ({
     pds: pds.env.PDS_PUBLIC_URL,
@@ -114,6 +116,7 @@ async function signedInApp(
     clientId: `http://localhost?${new URLSearchParams({ redirect_uri: `${origin}/`, scope })}`,
   }))
   const page = await rig.browser.newPage()
+  if (lang) await page.setExtraHTTPHeaders({ 'accept-language': lang })
   await page.goto(served.origin + '/', { timeout: 10_000 })
   expect(await waitFor<any>(page, 'window.result', 20_000)).toEqual({ state: 'signed-out' })
   await signInThroughPages(page, { pds, appOrigin: served.origin, handle, password: PASSWORD, beforeAccept })
@@ -199,6 +202,7 @@ d('granular permissions through @atproto/oauth-client-browser in headless Chromi
             main: {
               type: 'permission-set',
               title: SET_TITLE,
+              'title:lang': { fr: 'Notes de la maison' },
               detail: 'Write and delete your notes',
               permissions: [
                 { type: 'permission', resource: 'repo', collection: ['com.example.home.note'] },
@@ -216,13 +220,19 @@ d('granular permissions through @atproto/oauth-client-browser in headless Chromi
 
     const user = await account('setuser')
     const consent: { title?: string | null; detail?: string | null } = {}
-    const app = await signedInApp(`atproto include:${SET}`, user.handle, async (page) => {
-      const set = page.locator(`#permissions li[data-kind="set"][data-nsid="${SET}"]`)
-      consent.title = await set.locator('strong').textContent()
-      consent.detail = await set.locator('p').textContent()
-    })
+    // a French browser: the set's French title, and its only detail
+    const app = await signedInApp(
+      `atproto include:${SET}`,
+      user.handle,
+      async (page) => {
+        const set = page.locator(`#permissions li[data-kind="set"][data-nsid="${SET}"]`)
+        consent.title = await set.locator('strong').textContent()
+        consent.detail = await set.locator('p').textContent()
+      },
+      'fr-FR,fr;q=0.9,en;q=0.5',
+    )
     try {
-      expect(consent).toEqual({ title: SET_TITLE, detail: 'Write and delete your notes' })
+      expect(consent).toEqual({ title: 'Notes de la maison', detail: 'Write and delete your notes' })
       // the token lists what the set expands to, never the include: itself
       expect(await app.tokenScope(false)).toBe('atproto repo:com.example.home.note')
 

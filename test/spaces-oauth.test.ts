@@ -11,7 +11,7 @@ import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@at
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { bearer, describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { csrfOf, pageClient } from './page-client.js'
-import { authorize, dpopKey, exchange, loopbackClientId, openPage, par, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
+import { authorize, dpopKey, exchange, loopbackClientId, openPage, par, post, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 import { scopeStringAllows } from '../src/space/scope.js'
 
@@ -84,15 +84,14 @@ function officialClient(scope: string) {
   })
 }
 
-/** the consent page the official client's request leads to, once signed in; and how to allow it */
-async function consent(client: NodeOAuthClient, who: { handle: string }, scope: string) {
+/** the consent page the official client's request leads to, once signed in (by a browser asking for `lang`); and how to allow it */
+async function consent(client: NodeOAuthClient, who: { handle: string }, scope: string, lang?: string) {
   const requestUri = (await client.authorize(who.handle, { scope })).searchParams.get('request_uri')!
   const page = await openPage(pds.url, requestUri)
-  const shown = await submitPage(
-    pds.url,
-    requestUri,
+  const shown = await post(
+    `${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
     { handle: who.handle, password: PASSWORD, step: 'login', action: 'allow', csrf_token: page.csrf },
-    page.cookie,
+    { cookie: page.cookie, ...(lang === undefined ? {} : { 'accept-language': lang }) },
   )
   expect(shown.status, shown.text).toBe(200)
   const allow = async () => {
@@ -121,12 +120,22 @@ describe('space: scopes at the authorization server', () => {
     user = await account('user')
     friend = await account('friend')
     txt['_lexicon.chat.example.com'] = [`did=${pub.did}`]
-    await publish(pub.agent, schema(CHAT, { type: 'space', key: 'any', name: 'Group chat', collections: [MESSAGE, REACTION] }))
+    await publish(
+      pub.agent,
+      schema(CHAT, {
+        type: 'space',
+        key: 'any',
+        name: 'Group chat',
+        'name:lang': { fr: 'Discussion de groupe', 'pt-BR': 'Bate-papo em grupo' },
+        collections: [MESSAGE, REACTION],
+      }),
+    )
     await publish(
       pub.agent,
       schema(SET, {
         type: 'permission-set',
         title: 'Chat access',
+        'title:lang': { fr: 'Accès aux discussions' },
         detail: 'Read and post in your group chats',
         permissions: [
           { type: 'permission', resource: 'space', spaceType: CHAT, action: ['read', 'create'], collection: [MESSAGE] },
@@ -220,6 +229,28 @@ describe('space: scopes at the authorization server', () => {
     expect((await session.getTokenInfo(false)).scope).toBe(
       `atproto space:${CHAT}?authority=${user.did}&collection=${MESSAGE}&action=read&action=create`,
     )
+  })
+
+  it('names the space type and the permission set in the language the browser asks for, where they declare it', async () => {
+    const scope = `atproto space:${CHAT}?action=read include:${SET}`
+    const client = officialClient(scope)
+    const said = (text: string) => permissionLines(text).filter((l) => l.startsWith('In '))
+    const french = await consent(client, user, scope, 'fr-CA, en;q=0.5')
+    expect(french.text).toContain('Accès aux discussions')
+    // the set's line and the app's own
+    expect(said(french.text).sort()).toEqual([
+      `In “Discussion de groupe” spaces you own: read everything members wrote and create your “${MESSAGE}” records.`,
+      'In “Discussion de groupe” spaces you own: read everything members wrote.',
+    ])
+    // a primary language matches a declared regional one; the set has no Portuguese title
+    const portuguese = await consent(client, user, scope, 'de, pt;q=0.8')
+    expect(said(portuguese.text)).toContain('In “Bate-papo em grupo” spaces you own: read everything members wrote.')
+    expect(portuguese.text).toContain('Chat access')
+    // none declared: the default name
+    const german = await consent(client, user, scope, 'de-DE')
+    expect(said(german.text)).toContain('In “Group chat” spaces you own: read everything members wrote.')
+    expect(german.text).toContain('Chat access')
+    expect(german.text).not.toContain('Accès aux discussions')
   })
 
   it('refuses at PAR a space type whose declaration cannot be had, and a malformed space: scope', async () => {

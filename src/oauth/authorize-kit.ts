@@ -26,12 +26,12 @@ export type AuthorizeDeps = Pick<
   Services,
   'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'tokenKeys' | 'rotationKey' | 'outbound'
 >
-/** the permission sets behind a request's include: scopes, for the consent page */
-export type PermissionSetsFor = (scope: string) => Promise<PermissionSetInfo[]>
+/** the permission sets behind a request's include: scopes, for the consent page, in the reader's language (Accept-Language) where a set has it */
+export type PermissionSetsFor = (scope: string, acceptLanguage?: string) => Promise<PermissionSetInfo[]>
 /** the scope a grant carries: include: scopes replaced by the permissions their sets grant */
 export type ExpandScope = (scope: string) => Promise<string>
-/** the declared names and authority handles the consent page words `space:` permissions with */
-export type SpaceWordsFor = (scope: string) => Promise<SpaceWords>
+/** the declared names (in the reader's language where declared) and authority handles the consent page words `space:` permissions with */
+export type SpaceWordsFor = (scope: string, acceptLanguage?: string) => Promise<SpaceWords>
 
 /** what a row of the sign-in page answers */
 export type Answer =
@@ -159,8 +159,10 @@ export function authorizeKit(
 
     showConsent: async (c: Ctx, account: { did: string; handle: string }, o: Shown = {}): Promise<Answer> => {
       // a set that stopped resolving since PAR is shown by its name alone; granting it then fails
-      const sets = await permissionSets(c.row.scope).catch(() => [])
-      const spaces = await spaceWords(c.row.scope).catch(() => undefined)
+      // the names a publisher declared per language are shown in the one the browser asks for
+      const lang = c.req.headers['accept-language']
+      const sets = await permissionSets(c.row.scope, lang).catch(() => [])
+      const spaces = await spaceWords(c.row.scope, lang).catch(() => undefined)
       const words = consentWords(c.row.scope, sets, spaces)
       return show(c, (f) => consentPage(f, { did: account.did, handle: account.handle, words, scope: c.row.scope }), o)
     },

@@ -93,7 +93,7 @@ function parseInclude(s: string): IncludeScope {
 }
 
 /** language tags of an Accept-Language header, most preferred first (q=0 left out) */
-function preferredLanguages(header: string | undefined): string[] {
+export function preferredLanguages(header: string | undefined): string[] {
   if (!header) return []
   return header
     .split(',')
@@ -107,8 +107,8 @@ function preferredLanguages(header: string | undefined): string[] {
     .map((l) => l.tag)
 }
 
-// an exact tag first, then its primary language, then the default text
-function localized(text: string | undefined, byLang: { readonly [lang: string]: string | undefined } | undefined, langs: string[]) {
+/** `text` in the first of `langs` it has: an exact tag first, then its primary language, then the default text */
+export function localized(text: string | undefined, byLang: { readonly [lang: string]: string | undefined } | undefined, langs: string[]) {
   if (byLang) {
     const entries = Object.entries(byLang).filter((e): e is [string, string] => typeof e[1] === 'string')
     for (const lang of langs) {

@@ -177,9 +177,9 @@ export function oauthRoutes(deps: Deps): Router {
   r.use(
     authorizePages(
       deps,
-      (scope) => describePermissionSets(scope, sets),
+      (scope, lang) => describePermissionSets(scope, sets, lang),
       grantable,
-      async (scope) => spaceWords(await expandPermissionSets(scope, sets), spaceTypes, deps),
+      async (scope, lang) => spaceWords(await expandPermissionSets(scope, sets), spaceTypes, deps, lang),
     ),
   )
 

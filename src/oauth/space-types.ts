@@ -7,6 +7,7 @@
 import type { SpaceDeclaration } from '../lexicon/documents.js'
 import { LexiconResolutionError, type LexiconResolver } from '../lexicon/resolver.js'
 import { resolveIdentity } from '../identity/identity.js'
+import { localized, preferredLanguages } from './permission-sets.js'
 import {
   formatSpaceScope,
   isSpaceScope,
@@ -87,8 +88,12 @@ export type SpaceWords = { typeNames: Record<string, string>; handles: Record<st
 
 type HandleDeps = Parameters<typeof resolveIdentity>[0]
 
-/** names and handles for the `space:` values of `scope` (include: already expanded); what cannot be had is left out */
-export async function spaceWords(scope: string, types: SpaceTypes, deps: HandleDeps): Promise<SpaceWords> {
+/**
+ * names and handles for the `space:` values of `scope` (include: already expanded), each declared
+ * name in the best language of `acceptLanguage` the declaration has; what cannot be had is left out
+ */
+export async function spaceWords(scope: string, types: SpaceTypes, deps: HandleDeps, acceptLanguage?: string): Promise<SpaceWords> {
+  const langs = preferredLanguages(acceptLanguage)
   const out: SpaceWords = { typeNames: {}, handles: {} }
   for (const value of scope.split(' ').filter(isSpaceScope)) {
     let parsed: SpaceScope
@@ -99,7 +104,7 @@ export async function spaceWords(scope: string, types: SpaceTypes, deps: HandleD
     }
     if (parsed.type !== '*' && !(parsed.type in out.typeNames)) {
       const declared = await types.resolve(parsed.type).catch(() => undefined)
-      if (declared) out.typeNames[parsed.type] = declared.name
+      if (declared) out.typeNames[parsed.type] = localized(declared.name, declared['name:lang'], langs) ?? declared.name
     }
     const authority = parsed.authority
     if (authority !== 'self' && authority !== '*' && !(authority in out.handles)) {
