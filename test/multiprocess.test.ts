@@ -1,8 +1,9 @@
 // Two server processes (`node dist/bin.js`) on one PostgreSQL schema and one Redis, as an
 // operator runs them behind a load balancer: every race settles once across both, the firehose of
 // one process carries the other's writes in order without a gap, a takedown or a password change
-// through one is enforced by the other, and cutting their database connections mid-burst loses no
-// acknowledged write and needs no restart.
+// through one is enforced by the other, cutting their database connections mid-burst loses no
+// acknowledged write and needs no restart, and a space written through both stays one verifiable
+// log whose syncer hears each rev at most once and whose proofs are single use across both.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
@@ -11,8 +12,12 @@ import { readCar, verifyRepoCar } from '@atproto/repo'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, describe, dialect, dropSchema, freePort, postgresUrl, redisUrl, tempDir, testEnv, xrpc } from './harness.js'
+import { commitFromJson, verifyCommit } from '../src/space/commit.js'
+import { verifySpaceCar } from '../src/space/car.js'
+import { LtHash } from '../src/space/lthash.js'
 import { subscribe, type Frame } from './firehose-client.js'
 import { ath, authorize, dpopGet, dpopKey, exchange, par, type DpopKey } from './oauth-helpers.js'
+import { newKey, proof, startStandIn } from './space-stand-in.js'
 
 const BIN = new URL('../dist/bin.js', import.meta.url).pathname
 const d = dialect === 'postgres' && postgresUrl && redisUrl ? describe : describe.skip
@@ -99,10 +104,14 @@ d('several processes on one PostgreSQL and Redis', () => {
       body: { repo: acct.did, collection: 'com.example.mp', rkey, record: { $type: 'com.example.mp', ...record } },
     })
 
+  async function didKeyOf(via: Proc, did: string) {
+    const doc = (await xrpc(via.url, 'com.atproto.identity.resolveDid', { params: { did } })).body.didDoc
+    return 'did:key:' + doc.verificationMethod[0].publicKeyMultibase
+  }
+
   async function verifiedRepo(via: Proc, did: string) {
     const car = new Uint8Array(await (await fetch(`${via.url}/xrpc/com.atproto.sync.getRepo?did=${did}`)).arrayBuffer())
-    const doc = (await xrpc(via.url, 'com.atproto.identity.resolveDid', { params: { did } })).body.didDoc
-    return verifyRepoCar(car, did, 'did:key:' + doc.verificationMethod[0].publicKeyMultibase)
+    return verifyRepoCar(car, did, await didKeyOf(via, did))
   }
 
   it('rotates a refresh token raced against both processes exactly once', async () => {
@@ -377,6 +386,176 @@ d('several processes on one PostgreSQL and Redis', () => {
       body: { identifier: acct.handle, password: 'changed through A' },
     })
     expect((await xrpc(a.url, 'com.atproto.server.getSession', { headers: bearer(fresh.body.accessJwt) })).status).toBe(200)
+  })
+
+  it('keeps a space written through both processes one log: each write once, its digest, one notice per rev', async () => {
+    const S = 'com.atproto.space'
+    const COL = 'com.example.mp.note'
+    const alice = await account(a)
+    const bob = await account(b)
+    const syncer = await startStandIn()
+    try {
+      const created = await xrpc(a.url, 'com.atproto.simplespace.createSpace', {
+        headers: bearer(alice.accessJwt),
+        body: {
+          type: 'com.example.mp',
+          skey: 'together',
+          policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+      })
+      expect(created.status, created.text).toBe(200)
+      const space: string = created.body.uri
+      const added = await xrpc(b.url, 'com.atproto.simplespace.addMember', {
+        headers: bearer(alice.accessJwt),
+        body: { space, did: bob.did },
+      })
+      expect(added.status, added.text).toBe(200)
+
+      // the syncer's credential: a delegation token from A exchanged at B, and the same token
+      // refused at A afterwards
+      const key = await newKey()
+      const { token } = (await xrpc(a.url, `${S}.getDelegationToken`, { params: { space }, headers: bearer(alice.accessJwt) })).body
+      const exchangeAt = async (via: Proc) =>
+        xrpc(via.url, `${S}.getSpaceCredential`, {
+          body: { space },
+          headers: { authorization: `Bearer ${token}`, dpop: await proof(key, 'POST', `${publicUrl}/xrpc/${S}.getSpaceCredential`) },
+        })
+      const exchanged = await exchangeAt(b)
+      expect(exchanged.status, exchanged.text).toBe(200)
+      const spent = await exchangeAt(a)
+      expect([spent.status, spent.body.error]).toEqual([401, 'JwtReplayed'])
+      const credential: string = exchanged.body.credential
+      const asSyncer = async (via: Proc, nsid: string, params: Record<string, string>, opts: { body?: unknown; dpop?: string } = {}) => {
+        const method = opts.body === undefined ? 'GET' : 'POST'
+        const dpop = opts.dpop ?? (await proof(key, method, `${publicUrl}/xrpc/${nsid}`, { credential }))
+        return xrpc(via.url, nsid, { method, params, body: opts.body, headers: { authorization: `DPoP ${credential}`, dpop } })
+      }
+      const reg = await asSyncer(a, `${S}.registerNotify`, {}, { body: { space, service: `${syncer.did}#syncer` } })
+      expect(reg.status, reg.text).toBe(200)
+
+      // a proof accepted by one process is refused by the other, both ways
+      for (const [first, second] of [
+        [a, b],
+        [b, a],
+      ]) {
+        const once = await proof(key, 'GET', `${publicUrl}/xrpc/${S}.listRepos`, { credential })
+        expect((await asSyncer(first, `${S}.listRepos`, { space }, { dpop: once })).status).toBe(200)
+        const replayed = await asSyncer(second, `${S}.listRepos`, { space }, { dpop: once })
+        expect([replayed.status, replayed.body.error]).toEqual([401, 'JwtReplayed'])
+      }
+
+      // several clients per repo through both processes at once; every third call a batch of two
+      type Acct = { did: string; accessJwt: string }
+      const acked = new Map<string, { rkey: string; cid: string }[]>([
+        [alice.did, []],
+        [bob.did, []],
+      ])
+      const batches = new Map<string, number[]>([
+        [alice.did, []],
+        [bob.did, []],
+      ])
+      const note = (text: string) => ({ $type: COL, text })
+      const write = async (via: Proc, who: Acct, tag: string, i: number) => {
+        if (i % 3 === 2) {
+          const rkeys = [`${tag}a`, `${tag}b`]
+          const r = await xrpc(via.url, `${S}.applyWrites`, {
+            headers: bearer(who.accessJwt),
+            body: {
+              space,
+              repo: who.did,
+              writes: rkeys.map((rkey) => ({ $type: `${S}.applyWrites#create`, collection: COL, rkey, value: note(rkey) })),
+            },
+          })
+          expect(r.status, r.text).toBe(200)
+          r.body.results.forEach((res: { cid: string }, k: number) => acked.get(who.did)!.push({ rkey: rkeys[k], cid: res.cid }))
+          batches.get(who.did)!.push(2)
+        } else {
+          const r = await xrpc(via.url, `${S}.createRecord`, {
+            headers: bearer(who.accessJwt),
+            body: { space, repo: who.did, collection: COL, rkey: tag, record: note(tag) },
+          })
+          expect(r.status, r.text).toBe(200)
+          acked.get(who.did)!.push({ rkey: tag, cid: r.body.cid })
+          batches.get(who.did)!.push(1)
+        }
+      }
+      await Promise.all([
+        ...Array.from({ length: 6 }, async (_, w) => {
+          for (let i = 0; i < 6; i++) await write((w + i) % 2 ? b : a, alice, `a${w}n${i}`, i)
+        }),
+        ...Array.from({ length: 2 }, async (_, w) => {
+          for (let i = 0; i < 6; i++) await write((w + i) % 2 ? a : b, bob, `b${w}n${i}`, i)
+        }),
+      ])
+
+      const heads = new Map<string, string>()
+      for (const who of [alice, bob]) {
+        const didKey = await didKeyOf(a, who.did)
+        // the log, page by page through alternating processes: a page may end inside a batch
+        const ops: { rev: string; rkey: string; cid: string | null; prev: string | null }[] = []
+        let head: any
+        let cursor: string | undefined
+        for (let page = 0; page < 100 && !head; page++) {
+          const res = await asSyncer(page % 2 ? a : b, `${S}.listRepoOps`, {
+            space,
+            repo: who.did,
+            limit: '7',
+            ...(cursor ? { cursor } : {}),
+          })
+          expect(res.status, res.text).toBe(200)
+          ops.push(...res.body.ops)
+          cursor = res.body.cursor
+          head = res.body.commit
+        }
+        expect(head).toBeDefined()
+        const mine = acked.get(who.did)!
+        const byRkey = (x: { rkey: string }, y: { rkey: string }) => (x.rkey < y.rkey ? -1 : 1)
+        // every acknowledged write exactly once, as a create
+        expect(ops.map((o) => ({ rkey: o.rkey, cid: o.cid })).sort(byRkey)).toEqual([...mine].sort(byRkey))
+        expect(ops.every((o) => o.prev === null)).toBe(true)
+        // one rev per call, rising, a batch's ops together: the log has no gap and no overlap
+        const revs: { rev: string; n: number }[] = []
+        for (const o of ops) {
+          if (revs.at(-1)?.rev === o.rev) revs.at(-1)!.n++
+          else revs.push({ rev: o.rev, n: 1 })
+        }
+        for (let i = 1; i < revs.length; i++) expect(revs[i].rev > revs[i - 1].rev).toBe(true)
+        expect(revs.map((r) => r.n).sort()).toEqual([...batches.get(who.did)!].sort())
+        expect(head.rev).toBe(revs.at(-1)!.rev)
+        heads.set(who.did, head.rev)
+
+        // the head commit signs the digest of the records the log leaves, and so does the CAR
+        const replayed = new LtHash()
+        for (const o of ops) replayed.addRecord(COL, o.rkey, o.cid!)
+        const commit = commitFromJson(head)
+        await verifyCommit(commit, { space, author: who.did, didKey, hash: replayed.digest() })
+        const car = await fetch(`${b.url}/xrpc/${S}.getRepo?${new URLSearchParams({ space, repo: who.did })}`, {
+          headers: {
+            authorization: `DPoP ${credential}`,
+            dpop: await proof(key, 'GET', `${publicUrl}/xrpc/${S}.getRepo`, { credential }),
+          },
+        })
+        expect(car.status).toBe(200)
+        const verified = await verifySpaceCar(new Uint8Array(await car.arrayBuffer()), { space, author: who.did, didKey })
+        expect(verified.entries.map((e) => ({ rkey: e.rkey, cid: e.cid.toString() })).sort(byRkey)).toEqual([...mine].sort(byRkey))
+        expect(Buffer.from(verified.commit.hash).equals(Buffer.from(commit.hash))).toBe(true)
+
+        // the syncer hears of the head, and of no rev twice
+        await syncer.next(`${S}.notifyWrite`, (n) => n.repo === who.did && n.rev === head.rev)
+      }
+      await sleep(500)
+      const heard = syncer.received.filter((r) => r.lxm === `${S}.notifyWrite`).map((r) => `${r.body.repo} ${r.body.rev}`)
+      expect(heard.length).toBeGreaterThan(0)
+      expect(new Set(heard).size).toBe(heard.length)
+      const listed = await asSyncer(b, `${S}.listRepos`, { space })
+      // the writer set is at each head: a late notification never moved it back
+      expect(Object.fromEntries(listed.body.repos.map((r: { did: string; rev: string }) => [r.did, r.rev]))).toEqual(
+        Object.fromEntries(heads),
+      )
+    } finally {
+      await syncer.close()
+    }
   })
 
   it('survives its PostgreSQL connections being terminated mid-burst: no 500, nothing acknowledged lost', async () => {
