@@ -207,6 +207,18 @@ function ownTargets(results, hash, mem) {
     lines.push(
       `CORS preflight: ${fmt(pre.cpuMsPerOp, 3)} ms CPU per op vs getSession ${fmt(gs.cpuMsPerOp, 3)} (target: no more) ${pre.cpuMsPerOp <= gs.cpuMsPerOp ? 'OK' : 'MISS'}`,
     )
+  // a space write beside the public one from the same run: no target, just where it stands
+  for (const [n, who] of [
+    ['one', 'one account'],
+    ['eight', '8 accounts'],
+  ]) {
+    const pub = by(`createRecord.${n}`)
+    const space = by(`createRecord.space.${n}`)
+    if (pub && space)
+      lines.push(
+        `space createRecord vs createRecord, ${who}: ${fmt(space.reqPerS)} vs ${fmt(pub.reqPerS)} req/s, p50 ${fmt(space.p50)} vs ${fmt(pub.p50)} ms, ${fmt(space.cpuMsPerOp, 2)} vs ${fmt(pub.cpuMsPerOp, 2)} CPU ms/op`,
+      )
+  }
   const lr2 = by('listRecords.small')
   const lr10 = by('listRecords.large')
   if (lr2 && lr10) lines.push(`listRecords flatness: 10,000 / 2,000 CPU per op = x${fmt(lr10.cpuMsPerOp / lr2.cpuMsPerOp, 2)} (flat is ~1)`)

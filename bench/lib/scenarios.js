@@ -10,6 +10,7 @@ import { OAuthUnavailable, ath, oauthSession } from './oauth.js'
 
 const PASSWORD = 'bench-password-0123456789'
 const POST = 'app.bsky.feed.post'
+const SPACE_TYPE = 'com.example.bench.space'
 
 export class NotApplicable extends Error {}
 
@@ -86,6 +87,27 @@ export class Target {
     const seed = { account, rkeys }
     this.seeds.set(count, seed)
     return seed
+  }
+
+  /**
+   * The space `account` governs for the space-write scenarios, created on first use (its own
+   * permissioned repo in it is where those writes go). n/a on a server without Spaces.
+   */
+  async space(account) {
+    if (account.space) return account.space
+    const out = await naOnNotImplemented(() =>
+      this.x.call('com.atproto.simplespace.createSpace', {
+        token: account.accessJwt,
+        body: {
+          type: SPACE_TYPE,
+          skey: 'bench',
+          policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+      }),
+    )
+    account.space = out.uri
+    return account.space
   }
 
   async close() {
@@ -257,6 +279,10 @@ export const SCENARIOS = [
   },
   createRecordScenario('createRecord.one', 'createRecord, one account (c=1)', 1),
   createRecordScenario('createRecord.eight', 'createRecord, 8 accounts (c=8)', 8),
+  // the same posts into each account's own permissioned repo in a space it created: the LtHash,
+  // the operation log and the write notification in place of the MST, the commit and the firehose
+  spaceCreateRecordScenario('createRecord.space.one', 'space createRecord, one account (c=1)', 1),
+  spaceCreateRecordScenario('createRecord.space.eight', 'space createRecord, 8 accounts (c=8)', 8),
   // the same writes by OAuth apps: DPoP on every call, then the permission check, with the wide
   // transitional grant and with the one granular permission a posting app asks for
   oauthCreateRecordScenario('createRecord.oauth.generic', 'createRecord, OAuth transition:generic (c=8)', 'atproto transition:generic'),
@@ -665,6 +691,37 @@ function createRecordScenario(key, name, accounts) {
           t.x.call('com.atproto.repo.createRecord', {
             token: t.accounts[w].accessJwt,
             body: { repo: t.accounts[w].did, collection: POST, record: post(i) },
+          }),
+      }),
+  }
+}
+
+/** com.atproto.space.createRecord with one writer per account, each into its own repo in its own space */
+function spaceCreateRecordScenario(key, name, accounts) {
+  return {
+    key,
+    name,
+    metric: 'req/s',
+    setup: async (t) => {
+      const list = await t.ensureAccounts(accounts)
+      for (const a of list) await t.space(a)
+      // the repo exists before the measure, as the public one does
+      await naOnNotImplemented(() =>
+        t.x.call('com.atproto.space.createRecord', {
+          token: list[0].accessJwt,
+          body: { space: list[0].space, repo: list[0].did, collection: POST, record: post(-1) },
+        }),
+      )
+      return list
+    },
+    run: (t, p, list) =>
+      runLoad({
+        concurrency: accounts,
+        durationMs: p.seconds * 1000,
+        op: (i, w) =>
+          t.x.call('com.atproto.space.createRecord', {
+            token: list[w].accessJwt,
+            body: { space: list[w].space, repo: list[w].did, collection: POST, record: post(i) },
           }),
       }),
   }
