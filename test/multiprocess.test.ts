@@ -480,6 +480,40 @@ d('several processes on one PostgreSQL and Redis', () => {
           batches.get(who.did)!.push(1)
         }
       }
+      // a syncer following alice's log while she writes: pages through alternating processes (a
+      // page may end inside a batch), from the cursor of a full page or after the head it reached
+      type Op = { rev: string; rkey: string; cid: string | null; prev: string | null }
+      const follower = (who: Acct) => {
+        const ops: Op[] = []
+        let at: { cursor?: string; since?: string } = {}
+        let n = 0
+        return {
+          ops,
+          async catchUp(): Promise<any> {
+            for (let page = 0; page < 100; page++) {
+              const res = await asSyncer(n++ % 2 ? a : b, `${S}.listRepoOps`, { space, repo: who.did, limit: '7', ...at })
+              // before the first write there is no repo to follow
+              if (ops.length === 0 && res.body?.error === 'RepoNotFound') return undefined
+              expect(res.status, res.text).toBe(200)
+              ops.push(...res.body.ops.map((o: Op) => ({ rev: o.rev, rkey: o.rkey, cid: o.cid, prev: o.prev })))
+              if (res.body.cursor) at = { cursor: res.body.cursor }
+              else {
+                at = { since: res.body.commit.rev }
+                return res.body.commit
+              }
+            }
+            throw new Error('the log did not reach its head within 100 pages')
+          },
+        }
+      }
+      const live = follower(alice)
+      let writing = true
+      const following = (async () => {
+        for (let i = 0; i < 1000 && writing; i++) {
+          await live.catchUp()
+          await sleep(20)
+        }
+      })()
       await Promise.all([
         ...Array.from({ length: 6 }, async (_, w) => {
           for (let i = 0; i < 6; i++) await write((w + i) % 2 ? b : a, alice, `a${w}n${i}`, i)
@@ -487,27 +521,17 @@ d('several processes on one PostgreSQL and Redis', () => {
         ...Array.from({ length: 2 }, async (_, w) => {
           for (let i = 0; i < 6; i++) await write((w + i) % 2 ? a : b, bob, `b${w}n${i}`, i)
         }),
-      ])
+      ]).finally(() => (writing = false))
+      await following
+      const liveHead = await live.catchUp()
 
       const heads = new Map<string, string>()
       for (const who of [alice, bob]) {
         const didKey = await didKeyOf(a, who.did)
-        // the log, page by page through alternating processes: a page may end inside a batch
-        const ops: { rev: string; rkey: string; cid: string | null; prev: string | null }[] = []
-        let head: any
-        let cursor: string | undefined
-        for (let page = 0; page < 100 && !head; page++) {
-          const res = await asSyncer(page % 2 ? a : b, `${S}.listRepoOps`, {
-            space,
-            repo: who.did,
-            limit: '7',
-            ...(cursor ? { cursor } : {}),
-          })
-          expect(res.status, res.text).toBe(200)
-          ops.push(...res.body.ops)
-          cursor = res.body.cursor
-          head = res.body.commit
-        }
+        // the whole log read afresh
+        const log = follower(who)
+        const head = await log.catchUp()
+        const ops = log.ops
         expect(head).toBeDefined()
         const mine = acked.get(who.did)!
         const byRkey = (x: { rkey: string }, y: { rkey: string }) => (x.rkey < y.rkey ? -1 : 1)
@@ -524,6 +548,11 @@ d('several processes on one PostgreSQL and Redis', () => {
         expect(revs.map((r) => r.n).sort()).toEqual([...batches.get(who.did)!].sort())
         expect(head.rev).toBe(revs.at(-1)!.rev)
         heads.set(who.did, head.rev)
+        // what the syncer followed live is that log, op for op
+        if (who === alice) {
+          expect(live.ops).toEqual(ops)
+          expect(liveHead.rev).toBe(head.rev)
+        }
 
         // the head commit signs the digest of the records the log leaves, and so does the CAR
         const replayed = new LtHash()
