@@ -1,7 +1,8 @@
 // The space host across two servers sharing a PLC directory: the authority on A governs a space
 // (simplespace), a member on B gets a delegation token from B and the app exchanges it at A for a
 // DPoP-bound credential, B's write notifications reach A's writer set, and a registered syncer
-// stand-in hears of writes and of the deletion. Bad tokens, proofs and inputs get named 4xx.
+// stand-in hears of writes and of the deletion; a space created again starts afresh. Bad tokens,
+// proofs and inputs get named 4xx.
 import { randomBytes } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { TID } from '@atproto/common'
@@ -353,5 +354,48 @@ describe('space host across two servers', () => {
       },
     )
     expect([badAttestation.status, badAttestation.body.error]).toEqual([400, 'InvalidClientAttestation'])
+  })
+
+  it('starts a space created again afresh, whatever a request racing its deletion left behind', async () => {
+    const create = () =>
+      ca.com.atproto.simplespace.createSpace(
+        {
+          type: 'com.example.group',
+          skey: 'again',
+          policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+        asAlice(),
+      )
+    const again = (await create()).data.uri
+    await ca.com.atproto.simplespace.deleteSpace({ space: again }, asAlice())
+    // what an addMember, a write notification and a registration through another process leave
+    // when they commit just after the deletion cleared the space
+    const db = a.services.db
+    await db.insertInto('space_member').values({ space: again, did: bob.did }).execute()
+    await db
+      .insertInto('space_writer')
+      .values({ space: again, did: bob.did, rev: TID.nextStr(), hash: Buffer.from(randomBytes(32)) })
+      .execute()
+    const expires = new Date(Date.now() + 3600_000).toISOString()
+    await db
+      .insertInto('space_notify')
+      .values({ space: again, service: `${standIn.did}#syncer`, expires_at: expires })
+      .execute()
+
+    expect((await create()).data.uri).toBe(again)
+    expect((await ca.com.atproto.simplespace.listMembers({ space: again }, asAlice())).data.members).toEqual([])
+    const bobTry = await credentialFor(bob, await newKey(), again)
+    expect([bobTry.status, bobTry.body.error]).toEqual([400, 'UserNotAuthorized'])
+    const key = await newKey()
+    const own = (await ca.com.atproto.space.getDelegationToken({ space: again }, asAlice())).data.token
+    const { credential } = (await exchange(own, key, again)).body
+    const repos = await listRepos(credential, key, again)
+    expect([repos.status, repos.body.repos]).toEqual([200, []])
+    // the old registration is gone: deleting the space again tells nobody
+    const heard = standIn.received.length
+    await ca.com.atproto.simplespace.deleteSpace({ space: again }, asAlice())
+    await new Promise((r) => setTimeout(r, 300))
+    expect(standIn.received.slice(heard).filter((r) => r.body?.space === again)).toEqual([])
   })
 })

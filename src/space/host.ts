@@ -106,7 +106,13 @@ export async function createSpace(db: HostDeps['db'], space: SpaceRef, policy: P
       .where('space', '=', space.uri)
       .where('deleted_at', 'is not', null)
       .executeTakeFirst()
-    if (Number(revived.numUpdatedRows) > 0) return
+    if (Number(revived.numUpdatedRows) > 0) {
+      // a fresh space: an addMember, a write notification or a registration that raced the
+      // deletion (through another process) may have landed after it cleared these
+      for (const table of ['space_member', 'space_writer', 'space_notify'] as const)
+        await tx.deleteFrom(table).where('space', '=', space.uri).execute()
+      return
+    }
     const inserted = await tx
       .insertInto('space_config')
       .values({ space: space.uri, authority: space.authority, type: space.type, ...row })
