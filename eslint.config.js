@@ -68,6 +68,17 @@ export default tseslint.config(
   // src/ imports down its layers only, and in no cycle (eslint/layers.js)
   layersConfig(),
   {
+    // raw SQL text is for bulk inserts and cursors, inside db/; every other query is Kysely's
+    files: ['src/**/*.ts'],
+    ignores: ['src/db/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '(^#src/|/)db/raw(\\.js)?$', message: 'Write the query with Kysely (prepared() when it is hot); raw SQL stays in db/.' }] },
+      ],
+    },
+  },
+  {
     // Plain-JS bench scripts and configs are outside the TypeScript program.
     files: ['**/*.js'],
     extends: [tseslint.configs.disableTypeChecked],

@@ -4,18 +4,37 @@ import type { Readable } from 'node:stream'
 import type { Db } from '../db/index.js'
 import type { Store } from '../db/schema.js'
 import type { BlobStore } from './blobstore.js'
-import { exec } from '../db/raw.js'
+import { preparedChange } from '../db/prepared.js'
 import { XRPCError } from '@atproto/xrpc-server'
 import { xrpcError } from '../errors.js'
 import { withCidLock } from './blobstore-gc.js'
 
-// as SQL text: Kysely compiling it on every upload cost more than running it. One write statement,
-// so on SQLite it takes the write lock first. A repeated upload restarts the grace period.
-const INSERT_BLOB =
-  'insert into blob (did, cid, mime_type, size, referenced, created_at) values (?, ?, ?, ?, ' +
-  'case when exists (select 1 from record_blob where did = ? and blob_cid = ?) then 1 else 0 end, ?) ' +
-  'on conflict (did, cid) do update set created_at = excluded.created_at, ' +
-  'referenced = case when excluded.referenced = 1 then 1 else blob.referenced end'
+// One write statement, so on SQLite it takes the write lock first; a blob some record already
+// references (written before its upload finished) is referenced from the start. A repeated upload
+// restarts the grace period.
+const insertBlob = preparedChange((db, did: string, cid: string, mimeType: string, size: number, at: string) =>
+  db
+    .insertInto('blob')
+    .values((eb) => ({
+      did,
+      cid,
+      mime_type: mimeType,
+      size,
+      referenced: eb
+        .case()
+        .when(eb.exists(eb.selectFrom('record_blob').select('record_uri').where('did', '=', did).where('blob_cid', '=', cid)))
+        .then(1)
+        .else(0)
+        .end(),
+      created_at: at,
+    }))
+    .onConflict((oc) =>
+      oc.columns(['did', 'cid']).doUpdateSet((eb) => ({
+        created_at: eb.ref('excluded.created_at'),
+        referenced: eb.case().when('excluded.referenced', '=', 1).then(1).else(eb.ref('blob.referenced')).end(),
+      })),
+    ),
+)
 
 // An upload the bucket refused is worth retrying as it is: the uploader hears 503 (try again
 // later), as for a bucket that timed out (504), where a read of a stored blob hears 502.
@@ -33,7 +52,7 @@ export async function storeUpload(deps: { db: Db; blobstore: BlobStore }, did: s
     await blobstore.commit(staged).catch(retryLater)
     const now = new Date().toISOString()
     await withCidLock(db, staged.cid, async (trx) => {
-      await exec(trx, db.dialect, INSERT_BLOB, [did, staged.cid, mimeType, staged.size, did, staged.cid, now])
+      await insertBlob(trx, did, staged.cid, mimeType, staged.size, now)
       // the sweeper may have removed these bytes between our commit and this lock: put them back
       if (!(await blobstore.has(staged.cid))) await blobstore.commit(staged)
     })

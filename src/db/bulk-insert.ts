@@ -12,23 +12,32 @@ import type { Store } from './schema.js'
 const MAX_PARAMS = 30_000
 const MAX_ROWS = 256
 
-/** inserts rows given flat, `columns.length` values per row, in order */
+/**
+ * inserts rows given flat, `columns.length` values per row, in order; with `skipConflictOn` (a
+ * unique key's columns) a row whose key is already stored is skipped. Returns the rows inserted.
+ */
 export async function bulkInsert(
   db: Store,
   dialect: Dialect,
   table: string,
   columns: readonly string[],
   values: readonly unknown[],
-): Promise<void> {
+  opts: { skipConflictOn?: readonly string[] } = {},
+): Promise<number> {
   const width = columns.length
   if (values.length % width !== 0) throw new Error(`bulkInsert: ${values.length} values do not make rows of ${width}`)
   const per = Math.max(1, Math.min(MAX_ROWS, Math.floor(MAX_PARAMS / width)))
-  const into = `insert into "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) values `
+  const into = `insert into "${table}" (${names(columns)}) values `
+  const skip = opts.skipConflictOn ? ` on conflict (${names(opts.skipConflictOn)}) do nothing` : ''
+  let inserted = 0
   for (let i = 0; i < values.length; i += per * width) {
     const chunk = values.slice(i, i + per * width)
-    await exec(db, dialect, into + valuesList(chunk.length / width, width), chunk)
+    inserted += Number((await exec(db, dialect, into + valuesList(chunk.length / width, width) + skip, chunk)).numAffectedRows ?? 0)
     // pg's query promise leaves the values reachable from old-generation garbage after the
     // statement ran; emptied, the rows die young instead of being promoted (PostgreSQL imports)
     chunk.length = 0
   }
+  return inserted
 }
+
+const names = (columns: readonly string[]) => columns.map((c) => `"${c}"`).join(', ')

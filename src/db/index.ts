@@ -4,9 +4,11 @@
 // a table (account/, repo/, identity/, sequencer/, move/) exports a small named function
 // per query. One style per purpose:
 // - the Kysely builder for ordinary queries;
-// - prepared() (db/prepared.ts) for the measured hot reads, compiled once per dialect;
-// - exec() (db/raw.ts) and bulkInsert() (db/bulk-insert.ts) for the multi-row writes of a commit
-//   or an import, where compiling each statement costs more than running it.
+// - prepared() (db/prepared.ts) for the hot statements of a read or write, compiled once per
+//   dialect (preparedIn() once per IN-list length);
+// - bulkInsert() (db/bulk-insert.ts) for the multi-row inserts of a commit or an import, where
+//   building the statement costs more than running it: the only raw SQL text (db/raw.ts), which
+//   lint keeps inside db/.
 // Whatever differs between SQLite and PostgreSQL is a named function in db/dialect.ts.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'

@@ -1,6 +1,8 @@
-// The hot statements of a repository write, as SQL text compiled once per shape and run as-is:
-// Kysely builds and compiles a query anew on every call, which costs more than these statements
-// themselves. Text is written with `?` placeholders and numbered ($1, $2, ...) for PostgreSQL.
+// SQL text run as-is, for the two statements no query builder shape serves: multi-row INSERTs of
+// hundreds of rows (bulk-insert.ts: building a Kysely tree per row costs more than running it) and
+// PostgreSQL's cursor commands (ordered-pages.ts). Lint keeps it inside db/: every other query is a
+// Kysely query, prepared (prepared.ts) where it is hot. Text is written with `?` placeholders and
+// numbered ($1, $2, ...) for PostgreSQL.
 import { CompiledQuery, type QueryResult } from 'kysely'
 import { numberPlaceholders, type Dialect } from './dialect.js'
 import type { Store } from './schema.js'
@@ -31,40 +33,3 @@ export const valuesList = (rows: number, width: number) =>
     const row = `(${Array(width).fill('?').join(', ')})`
     return Array(rows).fill(row).join(', ')
   })
-
-/** `(?, ?, ?)` for an IN list of `n` */
-export const inList = (n: number) => cached(`in:${n}`, () => `(${Array(n).fill('?').join(', ')})`)
-
-/** rows changed by an INSERT, UPDATE or DELETE */
-export const changed = (res: QueryResult<unknown>) => Number(res.numAffectedRows ?? 0)
-
-/**
- * A long ordered read taken a page at a time (inside one snapshot): `select` is a query with a
- * WHERE clause and `?` placeholders, read in `key` order; each call of the returned function
- * gives the next page (fewer than `pageSize` rows: the end). PostgreSQL reads it through one
- * server-side cursor: keyset pages (`key > last ... limit`) were planned as a scan of every
- * remaining row and a sort while the table's statistics were stale. SQLite pages by key.
- */
-export function orderedPages<R extends Record<string, unknown>>(
-  db: Store,
-  dialect: Dialect,
-  q: { select: string; params: readonly unknown[]; key: keyof R & string; pageSize: number; cursorName: string },
-): () => Promise<R[]> {
-  if (dialect === 'postgres') {
-    let declared = false
-    return async () => {
-      if (!declared) {
-        await exec(db, dialect, `declare ${q.cursorName} no scroll cursor for ${q.select} order by ${q.key}`, q.params)
-        declared = true
-      }
-      return (await exec<R>(db, dialect, `fetch ${q.pageSize} from ${q.cursorName}`, [])).rows
-    }
-  }
-  let after = ''
-  const text = `${q.select} and ${q.key} > ? order by ${q.key} limit ${q.pageSize}`
-  return async () => {
-    const { rows } = await exec<R>(db, dialect, text, [...q.params, after])
-    if (rows.length) after = String(rows[rows.length - 1][q.key])
-    return rows
-  }
-}

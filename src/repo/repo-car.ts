@@ -5,8 +5,11 @@
 // (sync.getRecord).
 import { Readable } from 'node:stream'
 import type { Db, Dialect } from '../db/index.js'
-import { exec, orderedPages } from '../db/raw.js'
-import { hexOf } from '../db/dialect.js'
+import { sql } from 'kysely'
+import { orderedPages } from '../db/ordered-pages.js'
+import { dialectOf, hexOf } from '../db/dialect.js'
+import { prepared } from '../db/prepared.js'
+import type { Store } from '../db/schema.js'
 import type { Snapshot } from '../db/snapshot.js'
 import { getRecords } from '@atproto/repo'
 import { parseCid } from '@atproto/lex-data'
@@ -22,7 +25,11 @@ const PAGE = 1000
 /** a client that takes nothing for this long loses the connection (and its snapshot is let go) */
 const STALL_MS = 60_000
 
-const blockSql = (dialect: Dialect) => `select repo_rev, ${hexOf(dialect, 'content')} as hex from repo_block where did = ? and cid = ?`
+const hexContent = (db: Store) => sql.raw<string>(hexOf(dialectOf(db), 'content')).as('hex')
+
+const selectCommitBlock = prepared((db, did: string, cid: string) =>
+  db.selectFrom('repo_block').select(['repo_rev', hexContent(db)]).where('did', '=', did).where('cid', '=', cid),
+)
 
 /**
  * The CAR as a stream; throws the sync reads' status errors before anything is sent. Everything
@@ -45,7 +52,7 @@ export async function repoCar(
   let commit: { repo_rev: string; hex: string } | undefined
   try {
     ;({ root } = await syncRepo(snap.store, did, { allowDeactivated: opts.allowDeactivated }))
-    ;[commit] = (await exec<{ repo_rev: string; hex: string }>(snap.store, db.dialect, blockSql(db.dialect), [did, root.cid])).rows
+    ;[commit] = await selectCommitBlock(snap.store, did, root.cid)
   } catch (err) {
     await snap.end()
     throw err
@@ -65,9 +72,9 @@ function exportStream(
   if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
   let ready: Buffer[] = car.take(true)
   let done = false
-  const page = orderedPages<{ cid: string; hex: string }>(snap.store, dialect, {
-    select: `select cid, ${hexOf(dialect, 'content')} as hex from repo_block where did = ?${since !== undefined ? ' and repo_rev > ?' : ''}`,
-    params: since !== undefined ? [did, since] : [did],
+  const blocks = snap.store.selectFrom('repo_block').select(['cid', hexContent(snap.store)]).where('did', '=', did)
+  const page = orderedPages(snap.store, dialect, {
+    select: since !== undefined ? blocks.where('repo_rev', '>', since) : blocks,
     key: 'cid',
     pageSize: PAGE,
     cursorName: 'repo_car',

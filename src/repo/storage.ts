@@ -3,12 +3,60 @@
 import { BlockMap, ReadableBlockstore, type CommitData, type RepoStorage } from '@atproto/repo'
 import { parseCid, type Cid } from '@atproto/lex-data'
 import { dialectOf, type Dialect } from '../db/index.js'
-import { changed, exec, inList, valuesList } from '../db/raw.js'
+import { bulkInsert } from '../db/bulk-insert.js'
+import { prepared, preparedChange, preparedInChange } from '../db/prepared.js'
 import { blockEntries, cidStrings } from '../patches/repo.js'
 import type { Store } from '../db/schema.js'
 
-// rows per INSERT: six parameters each, well under SQLite's and PostgreSQL's bind limits
+// CIDs per IN list: well under SQLite's and PostgreSQL's bind limits
 const CHUNK = 500
+
+const BLOCK_COLUMNS = ['did', 'cid', 'repo_rev', 'size', 'content', 'refs'] as const
+
+const selectBlock = prepared((db, did: string, cid: string) =>
+  db.selectFrom('repo_block').select('content').where('did', '=', did).where('cid', '=', cid),
+)
+const deleteBlocks = preparedInChange((db, cids: string[], did: string) =>
+  db.deleteFrom('repo_block').where('did', '=', did).where('cid', 'in', cids),
+)
+// a value's block whose last record went
+const deleteReleased = preparedInChange((db, cids: string[], did: string, count: number) =>
+  db.deleteFrom('repo_block').where('did', '=', did).where('refs', '<=', count).where('cid', 'in', cids),
+)
+const releaseRefs = preparedInChange((db, cids: string[], did: string, count: number) =>
+  db
+    .updateTable('repo_block')
+    .set((eb) => ({ refs: eb('refs', '-', count) }))
+    .where('did', '=', did)
+    .where('cid', 'in', cids),
+)
+// written by an earlier commit (`rev` is this one's): its rows from this commit already count
+const addRefs = preparedChange((db, did: string, cid: string, delta: number, rev: string) =>
+  db
+    .updateTable('repo_block')
+    .set((eb) => ({ refs: eb('refs', '+', delta) }))
+    .where('did', '=', did)
+    .where('cid', '=', cid)
+    .where('repo_rev', '<>', rev),
+)
+const upsertRoot = preparedChange((db, did: string, cid: string, rev: string, at: string) =>
+  db
+    .insertInto('repo_root')
+    .values({ did, cid, rev, indexed_at: at, block_count: 0, record_count: 0 })
+    .onConflict((oc) =>
+      oc.column('did').doUpdateSet((eb) => ({
+        cid: eb.ref('excluded.cid'),
+        rev: eb.ref('excluded.rev'),
+        indexed_at: eb.ref('excluded.indexed_at'),
+      })),
+    ),
+)
+const countBlocks = preparedChange((db, did: string, delta: number) =>
+  db
+    .updateTable('repo_root')
+    .set((eb) => ({ block_count: eb('block_count', '+', delta) }))
+    .where('did', '=', did),
+)
 
 /** a commit's change to record values: CID -> records gained (+) or lost (-), and the value's bytes */
 export type RecordRefs = Map<string, { delta: number; bytes?: Uint8Array }>
@@ -48,12 +96,7 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     const key = cid.toString()
     const cached = this.cache.get(key)
     if (cached) return cached
-    const row = await this.db
-      .selectFrom('repo_block')
-      .select('content')
-      .where('did', '=', this.did)
-      .where('cid', '=', key)
-      .executeTakeFirst()
+    const [row] = await selectBlock(this.db, this.did, key)
     if (!row) return null
     this.reads++
     const bytes = new Uint8Array(row.content)
@@ -111,23 +154,13 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
 
   /** inserts [cid, bytes, refs] rows not yet stored; returns how many were new */
   private async insertRows(rows: [string, Uint8Array, number][], rev: string): Promise<number> {
-    let added = 0
-    for (let i = 0; i < rows.length; i += CHUNK) {
-      const part = rows.slice(i, i + CHUNK)
-      const params: unknown[] = []
-      for (const [cid, bytes, refs] of part) {
-        params.push(this.did, cid, rev, bytes.length, bytes, refs)
-        this.cache.set(cid, bytes)
-      }
-      const res = await exec(
-        this.db,
-        this.dialect,
-        `insert into repo_block (did, cid, repo_rev, size, content, refs) values ${valuesList(part.length, 6)} on conflict (did, cid) do nothing`,
-        params,
-      )
-      added += changed(res)
+    if (!rows.length) return 0
+    const values: unknown[] = []
+    for (const [cid, bytes, refs] of rows) {
+      values.push(this.did, cid, rev, bytes.length, bytes, refs)
+      this.cache.set(cid, bytes)
     }
-    return added
+    return bulkInsert(this.db, this.dialect, 'repo_block', BLOCK_COLUMNS, values, { skipConflictOn: ['did', 'cid'] })
   }
 
   /** deletes blocks; returns how many were stored */
@@ -136,23 +169,13 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     for (let i = 0; i < cids.length; i += CHUNK) {
       const part = cids.slice(i, i + CHUNK).map((c) => c.toString())
       for (const c of part) this.cache.delete(c)
-      const res = await exec(this.db, this.dialect, `delete from repo_block where did = ? and cid in ${inList(part.length)}`, [
-        this.did,
-        ...part,
-      ])
-      removed += changed(res)
+      removed += await deleteBlocks(this.db, part, this.did)
     }
     return removed
   }
 
   async updateRoot(cid: Cid, rev: string): Promise<void> {
-    const now = new Date().toISOString()
-    await exec(
-      this.db,
-      this.dialect,
-      'insert into repo_root (did, cid, rev, indexed_at, block_count, record_count) values (?, ?, ?, ?, 0, 0) on conflict (did) do update set cid = excluded.cid, rev = excluded.rev, indexed_at = excluded.indexed_at',
-      [this.did, cid.toString(), rev, now],
-    )
+    await upsertRoot(this.db, this.did, cid.toString(), rev, new Date().toISOString())
   }
 
   /**
@@ -177,18 +200,13 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     if (added < rows.length) {
       for (const [cid, { delta }] of records) {
         if (delta <= 0) continue
-        await exec(this.db, this.dialect, 'update repo_block set refs = refs + ? where did = ? and cid = ? and repo_rev <> ?', [
-          delta,
-          this.did,
-          cid,
-          commit.rev,
-        ])
+        await addRefs(this.db, this.did, cid, delta, commit.rev)
       }
     }
     let removed = await this.deleteMany(cidStrings(commit.removedCids).filter((c) => !records.has(c)))
     for (const [delta, cids] of lost) removed += await this.release(cids, -delta)
     await this.updateRoot(commit.cid, commit.rev)
-    await exec(this.db, this.dialect, 'update repo_root set block_count = block_count + ? where did = ?', [added - removed, this.did])
+    await countBlocks(this.db, this.did, added - removed)
   }
 
   /** `count` fewer records have each of these values: a block whose last record went is deleted */
@@ -197,19 +215,9 @@ export class SqlRepoStorage extends ReadableBlockstore implements RepoStorage {
     for (let i = 0; i < cids.length; i += CHUNK) {
       const part = cids.slice(i, i + CHUNK)
       for (const c of part) this.cache.delete(c)
-      const res = await exec(
-        this.db,
-        this.dialect,
-        `delete from repo_block where did = ? and refs <= ? and cid in ${inList(part.length)}`,
-        [this.did, count, ...part],
-      )
-      removed += changed(res)
+      removed += await deleteReleased(this.db, part, this.did, count)
       // the shared ones: still there
-      await exec(this.db, this.dialect, `update repo_block set refs = refs - ? where did = ? and cid in ${inList(part.length)}`, [
-        count,
-        this.did,
-        ...part,
-      ])
+      await releaseRefs(this.db, part, this.did, count)
     }
     return removed
   }

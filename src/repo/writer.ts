@@ -7,8 +7,8 @@ import { BlockMap, def, ensureV3Commit, MST, Repo } from '@atproto/repo'
 import { parseCid } from '@atproto/lex-data'
 import type { Db, Tx } from '../db/index.js'
 import { dialectOf, lockingRead, type Dialect } from '../db/dialect.js'
-import { prepared } from '../db/prepared.js'
-import { exec, inList, valuesList } from '../db/raw.js'
+import { bulkInsert } from '../db/bulk-insert.js'
+import { prepared, preparedChange, preparedIn, preparedInChange } from '../db/prepared.js'
 import { xrpcError } from '../errors.js'
 import { k256Keypair } from '../identity/k256.js'
 import { buildCommit, type RepoHead, type TreeOp } from './commit.js'
@@ -54,8 +54,24 @@ export async function createEmptyRepo(trx: Tx, did: string, keypair: Keypair): P
   return { cid: commit.cid.toString(), rev: commit.rev }
 }
 
-// rows per multi-row statement: at most eight parameters each
+// URIs per IN list: well under SQLite's and PostgreSQL's bind limits
 const CHUNK = 500
+
+const RECORD_COLUMNS = ['uri', 'did', 'collection', 'rkey', 'cid', 'rev', 'indexed_at', 'value_json'] as const
+const RECORD_BLOB_COLUMNS = ['did', 'blob_cid', 'record_uri'] as const
+
+const updateRecord = preparedChange((db, uri: string, cid: string, rev: string, at: string, json: string) =>
+  db.updateTable('record').set({ cid, rev, indexed_at: at, value_json: json }).where('uri', '=', uri),
+)
+const deleteRecordBlobs = preparedInChange((db, uris: string[]) => db.deleteFrom('record_blob').where('record_uri', 'in', uris))
+const deleteRecords = preparedInChange((db, uris: string[]) => db.deleteFrom('record').where('uri', 'in', uris))
+const selectRecordCids = preparedIn((db, uris: string[]) => db.selectFrom('record').select(['uri', 'cid']).where('uri', 'in', uris))
+const countRecords = preparedChange((db, did: string, delta: number) =>
+  db
+    .updateTable('repo_root')
+    .set((eb) => ({ record_count: eb('record_count', '+', delta) }))
+    .where('did', '=', did),
+)
 
 /** the record and record_blob rows after `results`; returns the change in the number of records */
 async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: PreparedWrite[], results: WriteResult[], rev: string) {
@@ -72,38 +88,17 @@ async function indexRecords(trx: Store, dialect: Dialect, did: string, writes: P
     }
     const json = recordValueJson(w.bytes)
     if (r.action === 'create') created.push(w.uri, did, w.collection, w.rkey, r.cid, rev, now, json)
-    else
-      await exec(trx, dialect, 'update record set cid = ?, rev = ?, indexed_at = ?, value_json = ? where uri = ?', [
-        r.cid,
-        rev,
-        now,
-        json,
-        w.uri,
-      ])
+    else await updateRecord(trx, w.uri, r.cid, rev, now, json)
     for (const b of w.blobs) blobs.push(did, b, w.uri)
   }
   const uris = results.map((r) => r.uri)
   for (let i = 0; i < uris.length; i += CHUNK) {
     const part = uris.slice(i, i + CHUNK)
-    await exec(trx, dialect, `delete from record_blob where record_uri in ${inList(part.length)}`, part)
+    await deleteRecordBlobs(trx, part)
   }
-  for (let i = 0; i < deleted.length; i += CHUNK) {
-    const part = deleted.slice(i, i + CHUNK)
-    await exec(trx, dialect, `delete from record where uri in ${inList(part.length)}`, part)
-  }
-  for (let i = 0; i < created.length; i += CHUNK * 8) {
-    const part = created.slice(i, i + CHUNK * 8)
-    await exec(
-      trx,
-      dialect,
-      `insert into record (uri, did, collection, rkey, cid, rev, indexed_at, value_json) values ${valuesList(part.length / 8, 8)}`,
-      part,
-    )
-  }
-  for (let i = 0; i < blobs.length; i += CHUNK * 3) {
-    const part = blobs.slice(i, i + CHUNK * 3)
-    await exec(trx, dialect, `insert into record_blob (did, blob_cid, record_uri) values ${valuesList(part.length / 3, 3)}`, part)
-  }
+  for (let i = 0; i < deleted.length; i += CHUNK) await deleteRecords(trx, deleted.slice(i, i + CHUNK))
+  if (created.length) await bulkInsert(trx, dialect, 'record', RECORD_COLUMNS, created)
+  if (blobs.length) await bulkInsert(trx, dialect, 'record_blob', RECORD_BLOB_COLUMNS, blobs)
   return created.length / 8 - deleted.length
 }
 
@@ -165,13 +160,7 @@ export async function writeRecords(
     const current = new Map<string, string>()
     for (let i = 0; i < uris.length; i += CHUNK) {
       const part = uris.slice(i, i + CHUNK)
-      const rows = await exec<{ uri: string; cid: string }>(
-        trx,
-        db.dialect,
-        `select uri, cid from record where uri in ${inList(part.length)}`,
-        part,
-      )
-      for (const r of rows.rows) current.set(r.uri, r.cid)
+      for (const r of await selectRecordCids(trx, part)) current.set(r.uri, r.cid)
     }
 
     const ops: TreeOp[] = []
@@ -240,7 +229,7 @@ export async function writeRecords(
     const recordDelta = await indexRecords(trx, db.dialect, did, writes, changed, commit.rev)
 
     await storage.applyCommit(commit, refs)
-    if (recordDelta) await exec(trx, db.dialect, 'update repo_root set record_count = record_count + ? where did = ?', [recordDelta, did])
+    if (recordDelta) await countRecords(trx, did, recordDelta)
 
     const blocks = new BlockMap()
     blocks.addMap(commit.newBlocks)
