@@ -28,7 +28,11 @@ const STALL_MS = 60_000
 const hexContent = (db: Store) => sql.raw<string>(hexOf(dialectOf(db), 'content')).as('hex')
 
 const selectCommitBlock = prepared((db, did: string, cid: string) =>
-  db.selectFrom('repo_block').select(['repo_rev', hexContent(db)]).where('did', '=', did).where('cid', '=', cid),
+  db
+    .selectFrom('repo_block')
+    .select(['repo_rev', hexContent(db)])
+    .where('did', '=', did)
+    .where('cid', '=', cid),
 )
 
 /**
@@ -72,7 +76,10 @@ function exportStream(
   if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
   let ready: Buffer[] = car.take(true)
   let done = false
-  const blocks = snap.store.selectFrom('repo_block').select(['cid', hexContent(snap.store)]).where('did', '=', did)
+  const blocks = snap.store
+    .selectFrom('repo_block')
+    .select(['cid', hexContent(snap.store)])
+    .where('did', '=', did)
   const page = orderedPages(snap.store, dialect, {
     select: since !== undefined ? blocks.where('repo_rev', '>', since) : blocks,
     key: 'cid',
