@@ -86,8 +86,27 @@ export function requireOwner(did: string, space: SpaceRef): void {
 
 /** whether `did` is an account of this server that may govern spaces */
 export async function isLocalAuthority(db: Writer, did: string): Promise<boolean> {
+  const status = await authorityStatus(db, did)
+  return status !== undefined && status !== 'deleted'
+}
+
+/** the status of the local account `did`, or undefined when it is not one of ours */
+export async function authorityStatus(db: Writer, did: string) {
   const row = await db.selectFrom('account').select('status').where('did', '=', did).executeTakeFirst()
-  return row !== undefined && row.status !== 'deleted'
+  return row?.status
+}
+
+/**
+ * The active config of a space whose authority's account is active. A taken-down or deactivated
+ * authority's spaces are not served (SpaceNotFound) until it is active again: its key mints no
+ * credential and its host hands nobody the writer set, so members' data stops flowing to apps
+ * the moment the authority is switched off, and nothing is lost for when it comes back.
+ */
+export async function governedSpace(db: Writer, space: SpaceRef): Promise<SpaceConfig> {
+  const config = await activeSpace(db, space)
+  const status = await authorityStatus(db, space.authority)
+  if (status !== 'active') throw spaceError('SpaceNotFound', `The space's authority is ${status ?? 'not an account here'}`)
+  return config
 }
 
 /** creates the space (again, when deleted: a fresh config); SpaceAlreadyExists when active */
@@ -201,7 +220,7 @@ export async function registerNotify(deps: HostDeps, space: SpaceRef, service: s
     throw spaceError('ServiceNotResolvable', 'service must be a DID, optionally with a #fragment, whose document names an endpoint')
   const expiresAt = new Date(Date.now() + REGISTRATION_LIFETIME_MS).toISOString()
   await deps.db.transact(async (tx) => {
-    await activeSpace(tx, space)
+    await governedSpace(tx, space)
     await tx
       .insertInto('space_notify')
       .values({ space: space.uri, service, expires_at: expiresAt })
@@ -213,7 +232,7 @@ export async function registerNotify(deps: HostDeps, space: SpaceRef, service: s
 
 export async function unregisterNotify(db: HostDeps['db'], space: SpaceRef, service: string): Promise<void> {
   await db.transact(async (tx) => {
-    await activeSpace(tx, space)
+    await governedSpace(tx, space)
     await tx.deleteFrom('space_notify').where('space', '=', space.uri).where('service', '=', service).execute()
   })
 }
@@ -329,7 +348,8 @@ export async function receiveNotifyWrite(deps: HostDeps, from: { iss: string; au
       )
       .returning('rev')
       .executeTakeFirst()
-    if (!moved) return
+    // a switched-off authority's key tells nobody anything; the writer set stays current for its return
+    if (!moved || (await authorityStatus(tx, space.authority)) !== 'active') return
     const services = await liveRegistrations(tx, space)
     tx.onCommit(() => fanOut(deps, space, services, NOTIFY_WRITE, notifyJson(body)))
   })

@@ -213,9 +213,24 @@ export async function deleteSpaceRepo(trx: Store, space: string, did: string): P
   }
 }
 
-/** an account's deletion takes every permissioned repo it holds with it (inside that transaction) */
+/**
+ * An account's deletion (inside that transaction) takes with it every permissioned repo it holds,
+ * and its place in the writer sets of spaces governed here; the spaces it governs become
+ * tombstones as deleteSpace leaves them (credentials answer SpaceDeleted), with their member
+ * lists, writer sets and registrations gone. Other members' repos stay with their owners.
+ */
 export async function deleteSpaceRepos(trx: Store, did: string): Promise<void> {
-  for (const table of ['space_record_blob', 'space_op', 'space_record', 'space_repo'] as const) {
+  for (const table of ['space_record_blob', 'space_op', 'space_record', 'space_repo', 'space_writer'] as const) {
     await trx.deleteFrom(table).where('did', '=', did).execute()
   }
+  const hosted = trx.selectFrom('space_config').select('space').where('authority', '=', did)
+  for (const table of ['space_member', 'space_writer', 'space_notify'] as const) {
+    await trx.deleteFrom(table).where('space', 'in', hosted).execute()
+  }
+  await trx
+    .updateTable('space_config')
+    .set({ deleted_at: new Date().toISOString() })
+    .where('authority', '=', did)
+    .where('deleted_at', 'is', null)
+    .execute()
 }

@@ -1,6 +1,6 @@
 // com.atproto.simplespace.getSpace: the owner (OAuth or session), or the holder of a credential for the space.
 import { method } from '#src/api/method.js'
-import { activeSpace, requireOwner } from '#src/space/host.js'
+import { governedSpace, requireOwner } from '#src/space/host.js'
 import { parseSpaceRef } from '#src/space/refs.js'
 import { requireCredentialFor } from '#src/space/tokens.js'
 
@@ -9,6 +9,6 @@ export default method('com.atproto.simplespace.getSpace', ({ db }) => async ({ a
   const creds = auth.credentials
   if (creds.type === 'spaceCredential') requireCredentialFor(creds.claims, space.uri)
   else requireOwner(creds.did, space)
-  const config = await activeSpace(db, space)
+  const config = await governedSpace(db, space)
   return { encoding: 'application/json', body: { uri: space.uri, policy: config.policy, appAccess: config.appAccess } }
 })
