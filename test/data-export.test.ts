@@ -15,6 +15,7 @@ import { csrfOf, pageClient } from './page-client.js'
 import { startMovePair, type MovePair } from './move-pair.js'
 import type { MailSink } from './mail-sink.js'
 import { openExport, runMigration } from '../src/cli/migrate.js'
+import { verifySpaceCar } from '../src/space/car.js'
 
 let pair: MovePair | undefined
 let origin: TestPds
@@ -192,6 +193,59 @@ describe('download your data', () => {
     const printed = JSON.parse(run.out)
     expect(printed).toEqual({ dir, ...readJson(join(dir, 'manifest.json')) })
     expect(printed.counts).toMatchObject({ records: 3, blobs: 2 })
+  })
+
+  it('pds account export writes every permissioned repo as a CAR and the spaces the account governs', async () => {
+    const owner = await seed(`spc${randomBytes(3).toString('hex')}`)
+    const COL = 'com.example.group.post'
+    const mine = (await xrpc(origin.url, 'com.atproto.simplespace.createSpace', {
+      headers: bearer(owner.token),
+      body: {
+        type: 'com.example.group',
+        skey: 'home',
+        policy: { $type: 'com.atproto.simplespace.defs#publicPolicy' },
+        appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+      },
+    })).body.uri
+    await xrpc(origin.url, 'com.atproto.simplespace.addMember', { headers: bearer(owner.token), body: { space: mine, did: alice.did } })
+    const [cid] = [...owner.blobs.keys()]
+    const elsewhere = `at://${alice.did}/space/com.example.group/other`
+    for (const [space, rkey, extra] of [
+      [mine, 'one', { file: { $type: 'blob', ref: { $link: cid }, mimeType: 'image/png', size: owner.blobs.get(cid)!.length } }],
+      [elsewhere, 'two', {}],
+    ] as const) {
+      const res = await xrpc(origin.url, 'com.atproto.space.createRecord', {
+        headers: bearer(owner.token),
+        body: { space, repo: owner.did, collection: COL, rkey, record: { $type: COL, text: rkey, createdAt: new Date().toISOString(), ...extra } },
+      })
+      expect(res.status, res.text).toBe(200)
+    }
+    const dir = join(tempDir(), 'with-spaces')
+    const run = await runCli(origin.env, 'account', 'export', owner.did, dir)
+    expect(run.err).toBe('')
+    expect(run.out).toContain('spaces: spaces/ (2 permissioned repos; 1 spaces governed)')
+    const manifest = readJson(join(dir, 'manifest.json'))
+    const byUri = [mine, elsewhere].sort()
+    expect(manifest.spaces.repos.map((r: any) => r.space)).toEqual(byUri)
+    expect(manifest.spaces.repos.find((r: any) => r.space === mine)).toMatchObject({ records: 1, blobs: [cid] })
+    expect(manifest.spaces.governed).toEqual([
+      {
+        space: mine,
+        type: 'com.example.group',
+        skey: 'home',
+        policy: { $type: 'com.atproto.simplespace.defs#publicPolicy' },
+        appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        members: [alice.did],
+      },
+    ])
+    // each CAR is what space.getRepo hands out, checked end to end; the blob is among the export's
+    const key = ((await (await fetch(`${plcUrl}/${owner.did}/data`)).json()) as any).verificationMethods.atproto
+    for (const r of manifest.spaces.repos) {
+      const car = await verifySpaceCar(new Uint8Array(readFileSync(join(dir, r.file))), { space: r.space, author: owner.did, didKey: key })
+      expect(car.commit.rev).toBe(r.rev)
+      expect(car.entries).toHaveLength(1)
+    }
+    expect(readFileSync(join(dir, 'blobs', cid)).equals(owner.blobs.get(cid)!)).toBe(true)
   })
 
   it('the account page downloads the same export as one tar archive', async () => {

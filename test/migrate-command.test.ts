@@ -1,15 +1,19 @@
 // `pds migrate` between two of our servers sharing one PLC directory (@did-plc/server in-process):
 // the reserved-key flow interrupted mid-blobs and resumed, and the standard atproto flow through
 // the real command line (password from the environment, PLC token on the second run). The summary's
-// numbers are checked against what the servers answer.
+// numbers are checked against what the servers answer. Permissioned repos, which no server can
+// import yet, are saved from the origin and stay readable there; governed spaces move.
 import { randomBytes } from 'node:crypto'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { spawn } from 'node:child_process'
 import { verifyRepoCar } from '@atproto/repo'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { describe, newAccount, startTestPds, tempDir, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { sinkEnv, type MailSink } from './mail-sink.js'
-import { runMigration } from '../src/cli/migrate.js'
+import { runMigration, SPACES_FILE } from '../src/cli/migrate.js'
+import { verifySpaceCar } from '../src/space/car.js'
 import { startMovePair, type MovePair } from './move-pair.js'
 
 const CLI = new URL('../dist/cli/index.js', import.meta.url).pathname
@@ -260,5 +264,91 @@ describe('pds migrate', () => {
     expect(badSig.body.message).toMatch(/PLC directory refused/)
     const after = await xrpc(dest.url, 'com.atproto.server.checkAccountStatus', { headers: bearer(destJwt) })
     expect(after.body.validDid).toBe(false)
+  })
+
+  it("saves the account's permissioned repos from the origin, keeps them readable there, and moves the spaces it governs", async () => {
+    const { did } = await seed('spacer.test', 'spacer@example.com', 2, 0)
+    const login = await xrpc(origin.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
+    const jwt = login.body.accessJwt
+    const friend = await newAccount(origin.url, 'friend')
+    const COL = 'com.example.group.post'
+    const governed = await xrpc(origin.url, 'com.atproto.simplespace.createSpace', {
+      headers: bearer(jwt),
+      body: {
+        type: 'com.example.group',
+        skey: 'family',
+        policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' },
+        appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+      },
+    })
+    const space = governed.body.uri
+    await xrpc(origin.url, 'com.atproto.simplespace.addMember', { headers: bearer(jwt), body: { space, did: friend.did } })
+    const theirs = `at://${friend.did}/space/com.example.group/club`
+    const blobBytes = randomBytes(1500)
+    const up = await fetch(`${origin.url}/xrpc/com.atproto.repo.uploadBlob`, {
+      method: 'POST',
+      headers: { ...bearer(jwt), 'content-type': 'image/png' },
+      body: blobBytes,
+    })
+    const { blob } = (await up.json()) as { blob: { ref: { $link: string } } }
+    const record = (text: string, extra = {}) => ({ $type: COL, text, createdAt: new Date().toISOString(), ...extra })
+    for (const [sp, rkey, value] of [
+      [space, 'a', record('mine')],
+      [space, 'b', record('with a picture', { file: blob })],
+      [theirs, 'c', record('in a friend space')],
+    ] as const) {
+      const res = await xrpc(origin.url, 'com.atproto.space.createRecord', {
+        headers: bearer(jwt),
+        body: { space: sp, repo: did, collection: COL, rkey, record: value },
+      })
+      expect(res.status, res.text).toBe(200)
+    }
+    const oldKey = ((await (await fetch(`${plcUrl}/${did}/data`)).json()) as any).verificationMethods.atproto
+
+    const spacesDir = join(tempDir(), 'spaces')
+    const lines: string[] = []
+    const askToken = async () => {
+      await sink.waitFor(sink.received.length)
+      return sink.tokenFor('spacer@example.com')
+    }
+    const opts = { from: origin.url, to: dest.url, handle: 'spacer.test', password: PASSWORD, plcUrl, spacesDir }
+    const summary = await runMigration(opts, { log: (l) => lines.push(l), askToken })
+    expect(summary).toMatchObject({ active: true, spaces: { repos: 2, savedTo: spacesDir, governed: 1, recreated: 1 } })
+    expect(lines).toContain('      no server can import a permissioned repo yet: the destination starts without them; they stay on')
+
+    // what was saved: both repos, verifiable with the key that signed them, and the blob
+    const saved = JSON.parse(readFileSync(join(spacesDir, SPACES_FILE), 'utf8'))
+    expect(saved.repos.map((r: any) => [r.space, r.records, r.blobs])).toEqual(
+      [
+        [space, 2, [blob.ref.$link]],
+        [theirs, 1, []],
+      ].sort((x, y) => (x[0] < y[0] ? -1 : 1)),
+    )
+    for (const r of saved.repos) {
+      const car = await verifySpaceCar(new Uint8Array(readFileSync(join(spacesDir, r.file))), { space: r.space, author: did, didKey: oldKey })
+      expect(car.commit.rev).toBe(r.rev)
+    }
+    expect(readFileSync(join(spacesDir, 'blobs', blob.ref.$link)).equals(blobBytes)).toBe(true)
+    expect(saved.governed).toEqual([
+      expect.objectContaining({ space, policy: { $type: 'com.atproto.simplespace.defs#memberListPolicy' }, members: [friend.did] }),
+    ])
+
+    // the origin still holds them, for the (now deactivated) account itself
+    const kept = await xrpc(origin.url, 'com.atproto.space.getRecord', {
+      headers: bearer(jwt),
+      params: { space, repo: did, collection: COL, rkey: 'a' },
+    })
+    expect(kept.status, kept.text).toBe(200)
+    // the governed space and its members are on the destination, which its DID document names now
+    const destLogin = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
+    const there = await xrpc(dest.url, 'com.atproto.simplespace.listMembers', { headers: bearer(destLogin.body.accessJwt), params: { space } })
+    expect(there.body.members).toEqual([{ did: friend.did }])
+
+    // a second run uses what it saved: the origin no longer answers for the spaces it governed
+    const again: string[] = []
+    const rerun = await runMigration(opts, { log: (l) => again.push(l), askToken })
+    expect(rerun.spaces).toMatchObject({ repos: 2, governed: 1, recreated: 1 })
+    expect(again).toContain(`      already saved in ${spacesDir}: 2 permissioned repos, 1 spaces governed`)
+    expect(existsSync(join(spacesDir, '0001.car'))).toBe(true)
   })
 })

@@ -1,5 +1,6 @@
 // "Download your data": one account's repository CAR (as sync.getRepo gives it), every blob it
-// holds, its preferences and a manifest, written to a sink: files in a directory (the operator's
+// holds, its preferences, its permissioned repos (one CAR per space, as space.getRepo gives it),
+// the spaces it governs (policies and member lists) and a manifest, written to a sink: files in a directory (the operator's
 // `pds account export`) or entries of a tar stream (the account page's download). Blobs and the
 // CAR are streamed, never held whole; the manifest goes last, so an export that has one is whole.
 import { once } from 'node:events'
@@ -16,6 +17,7 @@ import { repoCar } from '../repo/repo-car.js'
 import { findRepoAccount } from '../repo/read.js'
 import { xrpcError } from '../errors.js'
 import { getPreferences } from './preferences.js'
+import { getSpaceRepoCar, listSpacesOf } from '../space/repo-read.js'
 
 export const EXPORT_FORMAT = 'atproto-account-export'
 export const EXPORT_VERSION = 1
@@ -23,8 +25,27 @@ export const REPO_FILE = 'repo.car'
 export const PREFERENCES_FILE = 'preferences.json'
 export const MANIFEST_FILE = 'manifest.json'
 export const BLOB_DIR = 'blobs'
+export const SPACE_DIR = 'spaces'
 
 export type ExportedBlob = { cid: string; size: number; mimeType: string }
+
+/**
+ * What an account keeps in Spaces. No server can import a permissioned repo yet, so an export
+ * (and a move) carries them as files; `blobs` are the CIDs its records reference, whose bytes are
+ * among the export's blobs. A governed space's policies and members are enough to create it
+ * again elsewhere (simplespace createSpace and addMember).
+ */
+export type ExportedSpaces = {
+  repos: { space: string; file: string; rev: string; records: number; blobs: string[] }[]
+  governed: {
+    space: string
+    type: string
+    skey: string
+    policy: { $type: string; managingApp?: string }
+    appAccess: { $type: string; allowed?: string[] }
+    members: string[]
+  }[]
+}
 
 export type ExportManifest = {
   format: typeof EXPORT_FORMAT
@@ -35,6 +56,7 @@ export type ExportManifest = {
   repo: { file: string; commit: string; rev: string; bytes: number }
   preferences: { file: string }
   blobs: ExportedBlob[]
+  spaces: ExportedSpaces
   counts: { records: number; blobs: number; blobBytes: number; preferences: number }
   /** blobs the account holds whose bytes the store no longer has */
   missingBlobs?: string[]
@@ -108,6 +130,7 @@ export async function beginExport(deps: { db: Db; blobstore: BlobStore }, did: s
         if (rows.length < BLOB_PAGE) break
         cursor = rows[rows.length - 1].cid
       }
+      const spaces = await writeSpaces(db, account.did, sink)
       const manifest: ExportManifest = {
         format: EXPORT_FORMAT,
         version: EXPORT_VERSION,
@@ -117,6 +140,7 @@ export async function beginExport(deps: { db: Db; blobstore: BlobStore }, did: s
         repo: { file: REPO_FILE, commit: car.root.cid, rev: car.root.rev, bytes: carBytes },
         preferences: { file: PREFERENCES_FILE },
         blobs,
+        spaces,
         counts: { records: Number(car.root.record_count), blobs: blobs.length, blobBytes, preferences: preferences.length },
         ...(missing.length ? { missingBlobs: missing } : {}),
       }
@@ -124,6 +148,62 @@ export async function beginExport(deps: { db: Db; blobstore: BlobStore }, did: s
       return manifest
     },
   }
+}
+
+// listSpaces pages and member lists are read this many rows at a time
+const SPACE_PAGE = 100
+
+/** the account's permissioned repos as `spaces/<n>.car`, and the spaces it governs */
+async function writeSpaces(db: Db, did: string, sink: ExportSink): Promise<ExportedSpaces> {
+  const out: ExportedSpaces = { repos: [], governed: [] }
+  for (let cursor: string | undefined; ;) {
+    const page = await listSpacesOf(db, did, { limit: SPACE_PAGE, cursor })
+    for (const { uri } of page.spaces) {
+      const repo = await db.selectFrom('space_repo').select('rev').where('space', '=', uri).where('did', '=', did).executeTakeFirst()
+      if (repo) {
+        const file = `${SPACE_DIR}/${String(out.repos.length + 1).padStart(4, '0')}.car`
+        const car = await getSpaceRepoCar({ db }, { space: uri, repo: did }, { did })
+        const bytes = Buffer.concat(await car.body.toArray())
+        await sink.file(file, bytes)
+        const records = await db
+          .selectFrom('space_record')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('space', '=', uri)
+          .where('did', '=', did)
+          .executeTakeFirstOrThrow()
+        const blobs = await db
+          .selectFrom('space_record_blob')
+          .select('blob_cid')
+          .distinct()
+          .where('space', '=', uri)
+          .where('did', '=', did)
+          .orderBy('blob_cid')
+          .execute()
+        out.repos.push({ space: uri, file, rev: repo.rev, records: Number(records.n), blobs: blobs.map((b) => b.blob_cid) })
+      }
+      const config = await db
+        .selectFrom('space_config')
+        .select(['type', 'policy', 'app_access'])
+        .where('space', '=', uri)
+        .where('authority', '=', did)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst()
+      if (config) {
+        const members = await db.selectFrom('space_member').select('did').where('space', '=', uri).orderBy('did').execute()
+        out.governed.push({
+          space: uri,
+          type: config.type,
+          skey: uri.slice(uri.lastIndexOf('/') + 1),
+          policy: JSON.parse(config.policy),
+          appAccess: JSON.parse(config.app_access),
+          members: members.map((m) => m.did),
+        })
+      }
+    }
+    if (!page.cursor) break
+    cursor = page.cursor
+  }
+  return out
 }
 
 /** an export's files under `dir` (which must exist) */

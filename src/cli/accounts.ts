@@ -236,6 +236,7 @@ export const accountCommands: Record<string, Command> = {
         repo: `repo.car (${repo.bytes} bytes, ${counts.records} records, rev ${repo.rev})`,
         blobs: `blobs/ (${counts.blobs} files, ${counts.blobBytes} bytes)`,
         preferences: `preferences.json (${counts.preferences})`,
+        spaces: `spaces/ (${manifest.spaces.repos.length} permissioned repos; ${manifest.spaces.governed.length} spaces governed)`,
         manifest: 'manifest.json',
         missingBlobs: manifest.missingBlobs,
       })

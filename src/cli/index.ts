@@ -28,9 +28,13 @@ const single: Record<string, Command> = {
 
 const MIGRATE_USAGE = `migrate --from <url> --to <url> --handle <handle> [--new-handle <h>] [--email <e>]
         [--invite-code <code>] [--plc-token <token>] [--flow spec|standard] [--from-export <dir|tar>]
+        [--spaces-dir <dir>]
     moves an account between two servers (needs no server environment); the password comes
     from PDS_MIGRATE_PASSWORD or a prompt, never an argument; PDS_DID_PLC_URL (default
-    https://plc.directory) is read for the final check; run it again after an interruption
+    https://plc.directory) is read for the final check; run it again after an interruption.
+    Permissioned repos (Spaces) cannot be imported anywhere yet: they are saved to --spaces-dir
+    (default ./spaces-<did>) and stay on the origin; spaces the account governs are created
+    again on the destination with their members
   migrate --from-export <dir|tar> --to <url>
     imports an export (pds account export, or the account page's download) into the account
     with its DID on <url>, created there beforehand; with --from the repository, blobs and
@@ -146,6 +150,7 @@ async function migrate(args: string[]): Promise<number> {
       'plc-token': { type: 'string' },
       flow: { type: 'string' },
       'from-export': { type: 'string' },
+      'spaces-dir': { type: 'string' },
     },
   })
   const fromExport = values['from-export']
@@ -173,6 +178,7 @@ async function migrate(args: string[]): Promise<number> {
         plcToken: values['plc-token'],
         plcUrl: env.plcUrl,
         flow: values.flow,
+        spacesDir: values['spaces-dir'],
       },
       { log: (line) => process.stdout.write(line + '\n'), askToken: (q) => ask(q, false) },
     )

@@ -7,12 +7,17 @@
 // With an export (`pds account export`, or the account page's download) the repository, blobs and
 // preferences come from it instead of the origin; without an origin the account must already
 // exist on the destination, and the export is imported into it.
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises'
+//
+// Permissioned repos (Spaces) have no import method anywhere yet, so a move cannot carry them:
+// the command saves each one (its CAR and blobs) from the origin into a directory, says so, and
+// leaves them on the origin, where the deactivated account still reads its own. The spaces the
+// account governs are created again on the destination with their policies and member lists.
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { verifyRepoCar } from '@atproto/repo'
 import { x as untar } from 'tar'
-import { BLOB_DIR, EXPORT_FORMAT, MANIFEST_FILE, type ExportManifest } from '../account/export.js'
+import { BLOB_DIR, EXPORT_FORMAT, MANIFEST_FILE, SPACE_DIR, type ExportedSpaces, type ExportManifest } from '../account/export.js'
 
 export type MigrateOptions = {
   /** the origin; without it, `fromExport` is imported into an account already on `to` */
@@ -30,6 +35,8 @@ export type MigrateOptions = {
   flow?: 'spec' | 'standard'
   /** the data comes from this export (opened with `openExport`) rather than from the origin */
   fromExport?: ExportSource
+  /** where the permissioned repos are saved (default: `spaces-<did>` in the working directory) */
+  spacesDir?: string
 }
 
 export type MigrateIo = {
@@ -49,6 +56,8 @@ export type MigrateSummary = {
   blobs: { origin: number; destination: number; uploaded: number; bytes: number }
   signature: { valid: boolean; key: string }
   active: boolean
+  /** permissioned repos saved (where), and governed spaces created again on the destination */
+  spaces: { repos: number; savedTo?: string; governed: number; recreated: number }
 }
 
 export class MigrateError extends Error {}
@@ -122,7 +131,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   }
   const origin = new Xrpc(opts.from.replace(/\/+$/, ''))
   const dest = new Xrpc(opts.to.replace(/\/+$/, ''))
-  const step = (n: number, text: string) => io.log(`[${n}/8] ${text}`)
+  const step = (n: number, text: string) => io.log(`[${n}/9] ${text}`)
   const checkAbort = () => {
     if (io.signal?.aborted) throw new MigrateError('interrupted; run the same command again to continue')
   }
@@ -251,7 +260,13 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     io.log(`      ${(prefs.json.preferences ?? []).length} copied`)
   } else io.log('      the origin has none to give')
 
-  step(6, 'identity')
+  step(6, 'permissioned repos (spaces)')
+  const spaces = opts.fromExport
+    ? exportedSpaces(opts.fromExport, io)
+    : await saveSpaces(origin, did, opts.spacesDir ?? defaultSpacesDir(did), io)
+  checkAbort()
+
+  step(7, 'identity')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   if (status.validDid) io.log('      DID document already names the destination')
   else if (flow === 'spec') throw new MigrateError('the DID document does not name the destination; sign a PLC operation on the origin')
@@ -263,7 +278,7 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     io.log('      DID document now names the destination')
   }
 
-  step(7, 'activation')
+  step(8, 'activation')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   if (!status.activated) await dest.ok('com.atproto.server.activateAccount', { post: true })
   const originNow = await origin.call('com.atproto.server.checkAccountStatus')
@@ -271,8 +286,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     await origin.ok('com.atproto.server.deactivateAccount', { body: {} })
     io.log(`      active on ${dest.url}, deactivated on ${origin.url}`)
   } else io.log(`      active on ${dest.url}`)
+  const recreated = await recreateSpaces(dest, spaces.saved, io)
 
-  step(8, 'verification')
+  step(9, 'verification')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   const data: any = await (await fetch(`${opts.plcUrl.replace(/\/+$/, '')}/${did}/data`, { signal: AbortSignal.timeout(10_000) })).json()
   const key: string = data?.verificationMethods?.atproto ?? ''
@@ -294,11 +310,14 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
     blobs: { origin: originBlobs, destination: destBlobs, uploaded, bytes },
     signature: { valid, key },
     active: !!status.activated,
+    spaces: { repos: spaces.saved.repos.length, savedTo: spaces.savedTo, governed: spaces.saved.governed.length, recreated },
   }
   io.log(`      records:    ${records} on the destination (origin had ${originStatus.indexedRecords})`)
   io.log(`      blobs:      ${destBlobs} on the destination (origin had ${originBlobs}; ${uploaded} uploaded, ${kb(bytes)} this run)`)
   io.log(`      signature:  ${valid ? 'valid' : 'INVALID'} against ${key || 'no key'} of the DID document`)
   io.log(`      status:     ${summary.active ? 'active' : 'NOT active'}`)
+  if (spaces.saved.repos.length)
+    io.log(`      spaces:     ${spaces.saved.repos.length} permissioned repos kept in ${spaces.savedTo} and on ${origin.url}, not on the destination`)
   const complete = valid && summary.active && records === originStatus.indexedRecords && destBlobs === originBlobs
   io.log(complete ? 'migration complete' : 'migration INCOMPLETE: run the command again')
   return summary
@@ -408,7 +427,7 @@ async function importExport(opts: MigrateOptions & { fromExport: ExportSource },
   const source = opts.fromExport
   const { did } = source.manifest
   const dest = new Xrpc(opts.to.replace(/\/+$/, ''))
-  const step = (n: number, text: string) => io.log(`[${n}/6] ${text}`)
+  const step = (n: number, text: string) => io.log(`[${n}/7] ${text}`)
   step(1, `logging in on ${dest.url} as ${did} (from the export at ${source.path})`)
   const login = await dest.call('com.atproto.server.createSession', { body: { identifier: did, password: opts.password } })
   if (login.status !== 200) {
@@ -444,11 +463,15 @@ async function importExport(opts: MigrateOptions & { fromExport: ExportSource },
   const preferences = await source.preferences()
   await dest.ok('app.bsky.actor.putPreferences', { body: { preferences } })
   io.log(`      ${preferences.length} copied`)
-  step(5, 'activation')
+  step(5, 'permissioned repos (spaces)')
+  const spaces = exportedSpaces(source, io)
+  step(6, 'activation')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   if (!status.activated && status.validDid) await dest.ok('com.atproto.server.activateAccount', { post: true })
   else if (!status.validDid) io.log(`      the DID document does not name ${dest.url} yet: the account stays deactivated until it does`)
-  step(6, 'verification')
+  // a deactivated account governs nothing: its spaces are created once it is active
+  const recreated = status.validDid ? await recreateSpaces(dest, spaces.saved, io) : 0
+  step(7, 'verification')
   status = (await dest.ok('com.atproto.server.checkAccountStatus')).json
   const { counts } = source.manifest
   const summary: MigrateSummary = {
@@ -459,6 +482,7 @@ async function importExport(opts: MigrateOptions & { fromExport: ExportSource },
     blobs: { origin: counts.blobs, destination: status.importedBlobs, uploaded, bytes },
     signature: { valid: !!status.validDid, key: '' },
     active: !!status.activated,
+    spaces: { repos: spaces.saved.repos.length, savedTo: spaces.savedTo, governed: spaces.saved.governed.length, recreated },
   }
   io.log(`      records:    ${status.indexedRecords} on the destination (the export has ${counts.records})`)
   io.log(`      blobs:      ${status.importedBlobs}/${status.expectedBlobs} the records use are on the destination`)
@@ -472,4 +496,141 @@ async function importExport(opts: MigrateOptions & { fromExport: ExportSource },
       : 'import INCOMPLETE: run the command again',
   )
   return summary
+}
+
+/** the file the saved permissioned repos are described in, written last (a directory with it is whole) */
+export const SPACES_FILE = 'spaces.json'
+
+const defaultSpacesDir = (did: string) => resolve(`spaces-${did.replace(/[^A-Za-z0-9._-]/g, '_')}`)
+
+type SavedSpaces = { saved: ExportedSpaces; savedTo?: string }
+
+/** an export's permissioned repos: already files in it, under spaces/ */
+function exportedSpaces(source: ExportSource, io: MigrateIo): SavedSpaces {
+  const saved = source.manifest.spaces ?? { repos: [], governed: [] }
+  if (saved.repos.length) {
+    io.log(`      ${saved.repos.length} permissioned repos are in the export at ${source.path} (${SPACE_DIR}/); no server imports them yet`)
+  } else io.log('      none in the export')
+  return { saved, savedTo: saved.repos.length ? join(source.path, SPACE_DIR) : undefined }
+}
+
+/**
+ * Saves every permissioned repo of `did` on the origin into `dir`: `<n>.car` as space.getRepo
+ * gives it, the blobs its records reference under blobs/, and spaces.json describing them and
+ * the spaces `did` governs. A directory that already has spaces.json is the earlier run's (the
+ * origin may have deactivated the account since, and no longer answers for what it governs).
+ */
+async function saveSpaces(origin: Xrpc, did: string, dir: string, io: MigrateIo): Promise<SavedSpaces> {
+  const done = await readFile(join(dir, SPACES_FILE), 'utf8').catch(() => undefined)
+  if (done !== undefined) {
+    const saved = JSON.parse(done) as ExportedSpaces
+    io.log(`      already saved in ${dir}: ${saved.repos.length} permissioned repos, ${saved.governed.length} spaces governed`)
+    return { saved, savedTo: dir }
+  }
+  const saved: ExportedSpaces = { repos: [], governed: [] }
+  const probe = await origin.call('com.atproto.space.listSpaces', { params: { limit: '1' } })
+  if (probe.status !== 200) {
+    io.log(`      ${origin.url} keeps no permissioned repos (listSpaces: ${probe.status} ${probe.json?.error ?? ''})`.trimEnd())
+    return { saved }
+  }
+  const uris: string[] = []
+  let cursor: string | undefined
+  for (let i = 0; i < 10_000; i++) {
+    const page = (await origin.ok('com.atproto.space.listSpaces', { params: { limit: '100', ...(cursor ? { cursor } : {}) } })).json
+    uris.push(...page.spaces.map((s: { uri: string }) => s.uri))
+    cursor = page.cursor
+    if (!cursor || !page.spaces.length) break
+  }
+  if (!uris.length) {
+    io.log('      none')
+    return { saved }
+  }
+  await mkdir(join(dir, BLOB_DIR), { recursive: true })
+  for (const space of uris) {
+    const car = await origin.call('com.atproto.space.getRepo', { params: { space, repo: did } })
+    if (car.status === 200) {
+      const file = `${String(saved.repos.length + 1).padStart(4, '0')}.car`
+      await writeFile(join(dir, file), car.bytes, { mode: 0o600 })
+      const blobs: string[] = []
+      let after: string | undefined
+      for (let i = 0; i < 10_000; i++) {
+        const page = (
+          await origin.ok('com.atproto.space.listBlobs', { params: { space, repo: did, limit: '1000', ...(after ? { cursor: after } : {}) } })
+        ).json
+        for (const cid of page.cids as string[]) {
+          const blob = await origin.ok('com.atproto.space.getBlob', { params: { space, repo: did, cid } })
+          await writeFile(join(dir, BLOB_DIR, cid), blob.bytes, { mode: 0o600 })
+          blobs.push(cid)
+        }
+        after = page.cursor
+        if (!after || !page.cids.length) break
+      }
+      const records = await countSpaceRecords(origin, space, did)
+      const rev = (await origin.ok('com.atproto.space.getLatestCommit', { params: { space, repo: did } })).json.commit.rev
+      saved.repos.push({ space, file, rev, records, blobs })
+    } else if (car.json?.error !== 'RepoNotFound') {
+      throw new MigrateError(`com.atproto.space.getRepo of ${space} on ${origin.url} failed: ${car.status} ${car.json?.error ?? ''}`.trim())
+    }
+    if (space.startsWith(`at://${did}/`)) {
+      const got = await origin.call('com.atproto.simplespace.getSpace', { params: { space } })
+      if (got.status === 200) {
+        const members: string[] = []
+        let after: string | undefined
+        for (let i = 0; i < 10_000; i++) {
+          const page = (
+            await origin.ok('com.atproto.simplespace.listMembers', { params: { space, limit: '1000', ...(after ? { cursor: after } : {}) } })
+          ).json
+          members.push(...page.members.map((m: { did: string }) => m.did))
+          after = page.cursor
+          if (!after || !page.members.length) break
+        }
+        const parts = space.split('/')
+        saved.governed.push({ space, type: parts[4], skey: parts[5], policy: got.json.policy, appAccess: got.json.appAccess, members })
+      }
+    }
+  }
+  await writeFile(join(dir, SPACES_FILE), JSON.stringify({ did, origin: origin.url, savedAt: new Date().toISOString(), ...saved }, null, 2) + '\n', {
+    mode: 0o600,
+  })
+  if (saved.repos.length) {
+    io.log(`      ${saved.repos.length} permissioned repos saved to ${dir}`)
+    io.log('      no server can import a permissioned repo yet: the destination starts without them; they stay on')
+    io.log(`      ${origin.url}, where the account (deactivated) still reads its own, until it is deleted there`)
+  }
+  return { saved, savedTo: dir }
+}
+
+async function countSpaceRecords(server: Xrpc, space: string, did: string): Promise<number> {
+  let n = 0
+  let cursor: string | undefined
+  for (let i = 0; i < 10_000; i++) {
+    const params = { space, repo: did, limit: '1000', excludeValues: 'true', ...(cursor ? { cursor } : {}) }
+    const page = (await server.ok('com.atproto.space.listRecords', { params })).json
+    n += page.records.length
+    cursor = page.cursor
+    if (!cursor || !page.records.length) break
+  }
+  return n
+}
+
+/**
+ * The spaces the account governs, created again on the destination (its own account, active)
+ * with their policies and member lists, so members' apps find the space where the DID document
+ * now points. Already there counts as done; a destination without Spaces is reported, not fatal.
+ */
+async function recreateSpaces(dest: Xrpc, saved: ExportedSpaces, io: MigrateIo): Promise<number> {
+  let recreated = 0
+  for (const g of saved.governed) {
+    const res = await dest.call('com.atproto.simplespace.createSpace', {
+      body: { type: g.type, skey: g.skey, policy: g.policy, appAccess: g.appAccess },
+    })
+    if (res.status !== 200 && res.json?.error !== 'SpaceAlreadyExists') {
+      io.log(`      ${g.space} could not be created on ${dest.url} (${res.status} ${res.json?.error ?? ''}); its policies and members are in the saved copy`)
+      continue
+    }
+    for (const member of g.members) await dest.ok('com.atproto.simplespace.addMember', { body: { space: g.space, did: member } })
+    recreated++
+  }
+  if (saved.governed.length) io.log(`      ${recreated}/${saved.governed.length} governed spaces created on ${dest.url} with their members`)
+  return recreated
 }
