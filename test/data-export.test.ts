@@ -198,15 +198,17 @@ describe('download your data', () => {
   it('pds account export writes every permissioned repo as a CAR and the spaces the account governs', async () => {
     const owner = await seed(`spc${randomBytes(3).toString('hex')}`)
     const COL = 'com.example.group.post'
-    const mine = (await xrpc(origin.url, 'com.atproto.simplespace.createSpace', {
-      headers: bearer(owner.token),
-      body: {
-        type: 'com.example.group',
-        skey: 'home',
-        policy: { $type: 'com.atproto.simplespace.defs#publicPolicy' },
-        appAccess: { $type: 'com.atproto.simplespace.defs#open' },
-      },
-    })).body.uri
+    const mine = (
+      await xrpc(origin.url, 'com.atproto.simplespace.createSpace', {
+        headers: bearer(owner.token),
+        body: {
+          type: 'com.example.group',
+          skey: 'home',
+          policy: { $type: 'com.atproto.simplespace.defs#publicPolicy' },
+          appAccess: { $type: 'com.atproto.simplespace.defs#open' },
+        },
+      })
+    ).body.uri
     await xrpc(origin.url, 'com.atproto.simplespace.addMember', { headers: bearer(owner.token), body: { space: mine, did: alice.did } })
     const [cid] = [...owner.blobs.keys()]
     const elsewhere = `at://${alice.did}/space/com.example.group/other`
@@ -216,7 +218,13 @@ describe('download your data', () => {
     ] as const) {
       const res = await xrpc(origin.url, 'com.atproto.space.createRecord', {
         headers: bearer(owner.token),
-        body: { space, repo: owner.did, collection: COL, rkey, record: { $type: COL, text: rkey, createdAt: new Date().toISOString(), ...extra } },
+        body: {
+          space,
+          repo: owner.did,
+          collection: COL,
+          rkey,
+          record: { $type: COL, text: rkey, createdAt: new Date().toISOString(), ...extra },
+        },
       })
       expect(res.status, res.text).toBe(200)
     }

@@ -325,7 +325,11 @@ describe('pds migrate', () => {
       ].sort((x, y) => (x[0] < y[0] ? -1 : 1)),
     )
     for (const r of saved.repos) {
-      const car = await verifySpaceCar(new Uint8Array(readFileSync(join(spacesDir, r.file))), { space: r.space, author: did, didKey: oldKey })
+      const car = await verifySpaceCar(new Uint8Array(readFileSync(join(spacesDir, r.file))), {
+        space: r.space,
+        author: did,
+        didKey: oldKey,
+      })
       expect(car.commit.rev).toBe(r.rev)
     }
     expect(readFileSync(join(spacesDir, 'blobs', blob.ref.$link)).equals(blobBytes)).toBe(true)
@@ -341,7 +345,10 @@ describe('pds migrate', () => {
     expect(kept.status, kept.text).toBe(200)
     // the governed space and its members are on the destination, which its DID document names now
     const destLogin = await xrpc(dest.url, 'com.atproto.server.createSession', { body: { identifier: did, password: PASSWORD } })
-    const there = await xrpc(dest.url, 'com.atproto.simplespace.listMembers', { headers: bearer(destLogin.body.accessJwt), params: { space } })
+    const there = await xrpc(dest.url, 'com.atproto.simplespace.listMembers', {
+      headers: bearer(destLogin.body.accessJwt),
+      params: { space },
+    })
     expect(there.body.members).toEqual([{ did: friend.did }])
 
     // a second run uses what it saved: the origin no longer answers for the spaces it governed

@@ -52,7 +52,10 @@ describe('spaces through account lifecycles', () => {
     })
     expect(created.status, created.text).toBe(200)
     for (const m of members) {
-      const added = await xrpc(a.url, `${SS}.addMember`, { body: { space: created.body.uri, did: m.did }, headers: bearer(owner.accessJwt) })
+      const added = await xrpc(a.url, `${SS}.addMember`, {
+        body: { space: created.body.uri, did: m.did },
+        headers: bearer(owner.accessJwt),
+      })
       expect(added.status, added.text).toBe(200)
     }
     return created.body.uri as string
@@ -86,7 +89,13 @@ describe('spaces through account lifecycles', () => {
 
   const write = (host: TestPds, user: Account, space: string, rkey: string, extra: Record<string, unknown> = {}) =>
     xrpc(host.url, `${S}.createRecord`, {
-      body: { space, repo: user.did, collection: COL, rkey, record: { $type: COL, text: rkey, createdAt: new Date().toISOString(), ...extra } },
+      body: {
+        space,
+        repo: user.did,
+        collection: COL,
+        rkey,
+        record: { $type: COL, text: rkey, createdAt: new Date().toISOString(), ...extra },
+      },
       headers: bearer(user.accessJwt),
     })
 
@@ -146,7 +155,7 @@ describe('spaces through account lifecycles', () => {
     expect(back.status, back.text).toBe(200)
   })
 
-  it("serves no space of a deactivated authority, keeps its members, and serves them again once it is back", async () => {
+  it('serves no space of a deactivated authority, keeps its members, and serves them again once it is back', async () => {
     const alice = await newAccount(a.url, 'lcauth')
     const bob = await newAccount(b.url, 'lcbob')
     const space = await governedSpace(alice, 'paused', [bob])
@@ -171,7 +180,7 @@ describe('spaces through account lifecycles', () => {
     expect(members.body.members).toEqual([{ did: bob.did }])
   })
 
-  it("serves no space of a taken-down authority and tells its syncers nothing, until the takedown is lifted", async () => {
+  it('serves no space of a taken-down authority and tells its syncers nothing, until the takedown is lifted', async () => {
     const erin = await newAccount(a.url, 'lcerin')
     const bob = await newAccount(b.url, 'lcbob')
     const space = await governedSpace(erin, 'moderated', [bob])
@@ -224,9 +233,9 @@ describe('spaces through account lifecycles', () => {
     expect(await mine('space_record_blob')).toBe(1)
     expect(await mine('space_writer')).toBeGreaterThan(0)
 
-    expect((await xrpc(a.url, 'com.atproto.server.requestAccountDelete', { method: 'POST', headers: bearer(frank.accessJwt) })).status).toBe(
-      200,
-    )
+    expect(
+      (await xrpc(a.url, 'com.atproto.server.requestAccountDelete', { method: 'POST', headers: bearer(frank.accessJwt) })).status,
+    ).toBe(200)
     const token = mail.tokenFor(frank.email)
     const del = await xrpc(a.url, 'com.atproto.server.deleteAccount', {
       body: { did: frank.did, password: PASSWORD, token },
@@ -234,7 +243,8 @@ describe('spaces through account lifecycles', () => {
     })
     expect(del.status, del.text).toBe(200)
 
-    for (const table of ['space_repo', 'space_record', 'space_op', 'space_record_blob', 'space_writer'] as const) expect(await mine(table)).toBe(0)
+    for (const table of ['space_repo', 'space_record', 'space_op', 'space_record_blob', 'space_writer'] as const)
+      expect(await mine(table)).toBe(0)
     const config = await a.services.db.selectFrom('space_config').select('deleted_at').where('space', '=', hosted).executeTakeFirstOrThrow()
     expect(config.deleted_at).not.toBeNull()
     for (const table of ['space_member', 'space_writer', 'space_notify'] as const) {

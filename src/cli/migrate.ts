@@ -317,7 +317,9 @@ export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise
   io.log(`      signature:  ${valid ? 'valid' : 'INVALID'} against ${key || 'no key'} of the DID document`)
   io.log(`      status:     ${summary.active ? 'active' : 'NOT active'}`)
   if (spaces.saved.repos.length)
-    io.log(`      spaces:     ${spaces.saved.repos.length} permissioned repos kept in ${spaces.savedTo} and on ${origin.url}, not on the destination`)
+    io.log(
+      `      spaces:     ${spaces.saved.repos.length} permissioned repos kept in ${spaces.savedTo} and on ${origin.url}, not on the destination`,
+    )
   const complete = valid && summary.active && records === originStatus.indexedRecords && destBlobs === originBlobs
   io.log(complete ? 'migration complete' : 'migration INCOMPLETE: run the command again')
   return summary
@@ -555,7 +557,9 @@ async function saveSpaces(origin: Xrpc, did: string, dir: string, io: MigrateIo)
       let after: string | undefined
       for (let i = 0; i < 10_000; i++) {
         const page = (
-          await origin.ok('com.atproto.space.listBlobs', { params: { space, repo: did, limit: '1000', ...(after ? { cursor: after } : {}) } })
+          await origin.ok('com.atproto.space.listBlobs', {
+            params: { space, repo: did, limit: '1000', ...(after ? { cursor: after } : {}) },
+          })
         ).json
         for (const cid of page.cids as string[]) {
           const blob = await origin.ok('com.atproto.space.getBlob', { params: { space, repo: did, cid } })
@@ -578,7 +582,9 @@ async function saveSpaces(origin: Xrpc, did: string, dir: string, io: MigrateIo)
         let after: string | undefined
         for (let i = 0; i < 10_000; i++) {
           const page = (
-            await origin.ok('com.atproto.simplespace.listMembers', { params: { space, limit: '1000', ...(after ? { cursor: after } : {}) } })
+            await origin.ok('com.atproto.simplespace.listMembers', {
+              params: { space, limit: '1000', ...(after ? { cursor: after } : {}) },
+            })
           ).json
           members.push(...page.members.map((m: { did: string }) => m.did))
           after = page.cursor
@@ -589,9 +595,13 @@ async function saveSpaces(origin: Xrpc, did: string, dir: string, io: MigrateIo)
       }
     }
   }
-  await writeFile(join(dir, SPACES_FILE), JSON.stringify({ did, origin: origin.url, savedAt: new Date().toISOString(), ...saved }, null, 2) + '\n', {
-    mode: 0o600,
-  })
+  await writeFile(
+    join(dir, SPACES_FILE),
+    JSON.stringify({ did, origin: origin.url, savedAt: new Date().toISOString(), ...saved }, null, 2) + '\n',
+    {
+      mode: 0o600,
+    },
+  )
   if (saved.repos.length) {
     io.log(`      ${saved.repos.length} permissioned repos saved to ${dir}`)
     io.log('      no server can import a permissioned repo yet: the destination starts without them; they stay on')
@@ -625,7 +635,9 @@ async function recreateSpaces(dest: Xrpc, saved: ExportedSpaces, io: MigrateIo):
       body: { type: g.type, skey: g.skey, policy: g.policy, appAccess: g.appAccess },
     })
     if (res.status !== 200 && res.json?.error !== 'SpaceAlreadyExists') {
-      io.log(`      ${g.space} could not be created on ${dest.url} (${res.status} ${res.json?.error ?? ''}); its policies and members are in the saved copy`)
+      io.log(
+        `      ${g.space} could not be created on ${dest.url} (${res.status} ${res.json?.error ?? ''}); its policies and members are in the saved copy`,
+      )
       continue
     }
     for (const member of g.members) await dest.ok('com.atproto.simplespace.addMember', { body: { space: g.space, did: member } })
