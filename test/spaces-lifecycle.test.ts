@@ -160,6 +160,9 @@ describe('spaces through account lifecycles', () => {
     const bob = await newAccount(b.url, 'lcbob')
     const space = await governedSpace(alice, 'paused', [bob])
     const held = await credentialOf(b, bob, space)
+    // listed among the authority's spaces though it wrote nothing there, so a move finds it
+    const listed = await xrpc(a.url, `${S}.listSpaces`, { headers: bearer(alice.accessJwt) })
+    expect(listed.body.spaces).toEqual([{ uri: space }])
 
     expect((await xrpc(a.url, 'com.atproto.server.deactivateAccount', { body: {}, headers: bearer(alice.accessJwt) })).status).toBe(200)
     expect(answer((await exchange(b, bob, space)).res)).toEqual([400, 'SpaceNotFound'])
