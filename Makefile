@@ -135,8 +135,9 @@ $(STAMPS)/codegen: $(STAMPS)/deps codegen/export-lexicons.ts codegen/handlers.ts
 	node codegen/handlers.ts
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/build: $(STAMPS)/codegen tsconfig.json $(SOURCES)
+$(STAMPS)/build: $(STAMPS)/codegen tsconfig.json codegen/ascii-only.ts $(SOURCES)
 	npx tsc -p tsconfig.json
+	node codegen/ascii-only.ts $$(find dist -name '*.js')
 	@mkdir -p $(STAMPS) && touch $@
 
 # The server's one native addon (src/runtime.ts: malloc_trim), built against the pinned Node's

@@ -6,7 +6,7 @@ import { isIP } from 'node:net'
 import { parseEnv } from 'node:util'
 import { join, resolve } from 'node:path'
 import { isValidDid } from '@atproto/syntax'
-import { z } from 'zod'
+import { z } from 'zod/v4'
 
 // Values and shapes the settings are checked against; the modules that use them import them from here.
 export const FLAVORS = ['generic', 'postmark', 'resend', 'sendgrid', 'mailgun', 'ses'] as const
