@@ -7,6 +7,6 @@ import { readFileSync, writeFileSync } from 'node:fs'
 
 for (const file of process.argv.slice(2)) {
   const text = readFileSync(file, 'utf8')
-  const ascii = text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  const ascii = text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
   if (ascii !== text) writeFileSync(file, ascii)
 }
