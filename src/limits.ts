@@ -56,6 +56,33 @@ export const FIREHOSE_TUNING = {
   maxBackfills: 4,
 }
 
+/** how the firehose reads the event log and hands events out (not options: nothing else sets them) */
+export const FIREHOSE_READS = {
+  // the poller's rows per read, consumers draining between reads: a backlog reaches them in
+  // bursts of at most this many events
+  livePage: 500,
+  // a replay's rows per read, with a turn of the event loop after each: 300 replays at once must
+  // leave every other request answered
+  replayPage: 100,
+  // unsent bytes past which a replay waits for its consumer: enough to keep a reading consumer
+  // busy, a sixty-fourth of what a live one may hold
+  replayHighWaterBytes: 256 * 1024,
+  // a hand-out waits this many times the CPU time the last one took: fanning out then takes at
+  // most a fifth of the process's time, and the rest stays for the writes that make the events
+  handOutGapFactor: 4,
+  // but never longer than this after the last one: live events reach consumers this late at most
+  handOutMaxGapMs: 100,
+}
+
+/** reconnecting the PostgreSQL wake-up channel (LISTEN) after its connection was lost */
+export const WAKEUP_BACKOFF = {
+  // a connection cut under a running database comes back at once: the first retry is that soon
+  minMs: 100,
+  // doubling stops here: meanwhile the firehose polls every pollMs, so waiting costs no events,
+  // and a database back up is listened to again within five seconds
+  maxMs: 5000,
+}
+
 /** asking relays to crawl (the quiet period itself is PDS_CRAWL_INTERVAL_MINUTES) */
 // checked against CrawlerOptions where the crawlers are built
 export const CRAWL_TUNING = {
@@ -100,4 +127,83 @@ export const SHUTDOWN = {
   wsCloseMs: 1000,
   // one stuck teardown step is given up after this, so the steps after it still run
   stepMs: 5000,
+}
+
+/** the store's own retries: each is bounded, and the last failure goes to the caller */
+export const STORE_RETRY = {
+  // a transaction whose connection was lost before COMMIT runs again on a fresh one; a third loss
+  // in a row is a database going away, not a cut connection, and the caller hears of it
+  transactAttempts: 3,
+  // waited times the attempt between runs (25, then 50 ms): a pool opens a fresh connection in that
+  transactBackoffMs: 25,
+  // start-up's migration retries when another server's schema vanished under its introspection:
+  // that server was dropping its schema, which is over within a few tries
+  migrateAttempts: 5,
+  // waited times the attempt between tries, so 200 ms in all at most
+  migrateBackoffMs: 20,
+}
+
+/** PostgreSQL connections */
+export const POSTGRES = {
+  // per process, pg's own default: several processes share a server whose default
+  // max_connections is 100, and one transaction holds one connection for milliseconds
+  poolMax: 10,
+}
+
+/** SQLite connections: the writer, the read-only snapshots and the checkpoint worker */
+export const SQLITE = {
+  // a connection waits this long for another's lock before it fails with SQLITE_BUSY: far longer
+  // than a write transaction or a checkpoint pass holds one
+  busyTimeoutMs: 5000,
+  // the writer's page cache, not better-sqlite3's 16 MiB: once filled it is never given back, and
+  // a page beyond it costs a read from the kernel's file cache, not the disk
+  writerCacheKiB: 4096,
+  // a snapshot reads its pages once, in key order: a small cache is enough
+  snapshotCacheKiB: 2048,
+  // the checkpoint worker reads its pages once per checkpoint: a smaller one still
+  checkpointCacheKiB: 1024,
+  // snapshot connections kept open between snapshots; more than two exports at once is rare, and
+  // one beyond them is opened for its snapshot rather than kept with its cache
+  idleSnapshots: 2,
+  // prepared statements kept on the writer: above the distinct texts a running server prepares
+  // (a multi-row insert is one per row count), so the hot ones are prepared once
+  statementCache: 500,
+  // a log a burst of writes grew is cut back to this when it starts over
+  journalSizeLimitBytes: 64 * 1024 * 1024,
+}
+
+/** copying the SQLite write-ahead log back into the database, on a worker thread (db/checkpointer.ts) */
+export const CHECKPOINT = {
+  // 1000 pages of 4 KiB: what SQLite's own automatic checkpoint waits for
+  thresholdFrames: 1000,
+  // a checkpoint runs this long after the commit that found the log long enough: a burst that
+  // grew it (an import) has ended by then, and the idle collection has given the burst's memory
+  // back before the thread starts, so the two do not add up to one peak
+  delayMs: 2000,
+  // the thread costs 16-18 MiB: a minute without a checkpoint and it ends, so a quiet server does
+  // not hold it
+  idleCloseMs: 60_000,
+  // if the worker fails, the writer's COMMIT checkpoints by itself every ~16 MiB of log rather
+  // than 4: pages consecutive commits rewrite (index roots, repo_root) are copied once, not four
+  // times
+  fallbackFrames: 4000,
+}
+
+/** giving memory back once the server command goes quiet (runtime.ts, reclaimWhenIdle) */
+// checked against ReclaimOptions where it is used; typing it here would make an import cycle
+export const RECLAIM = {
+  // CPU use is sampled this often: one cheap timer, and a quiet spell is noticed within a second
+  checkMs: 500,
+  // two samples in a row under quietCpu: a pause between two requests is not a quiet spell
+  quietChecks: 2,
+  // under a twentieth of a core counts as quiet: a trickle of requests, no work in progress
+  quietCpu: 0.05,
+  // resident memory grown less than this since the last collection is not worth its synchronous
+  // pause of 50-300 ms
+  minGrowthBytes: 8 * 2 ** 20,
+  // start-up's garbage (module loading, migrations) goes as soon as the server is up
+  atStart: true,
+  // the start-up collection runs by this check even when the process was never quiet: on a busy
+  // machine the first quiet spell came seconds later, and until then the server held it
+  startLatestCheck: 3,
 }

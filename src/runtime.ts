@@ -4,6 +4,7 @@
 // targets, so systemd, Docker and shells see one process throughout.
 import { createRequire } from 'node:module'
 import { RUNTIME_TUNED_VAR, type RuntimeEnv } from './config.js'
+import { RECLAIM } from './limits.js'
 
 /**
  * - a young generation of at most 2 x 4 MiB semi-spaces: by default V8 lets it grow past 100 MiB
@@ -65,16 +66,14 @@ export type ReclaimOptions = {
   quietCpu: number
   /** resident memory must have grown this much since the last reclaim for another to be worth it */
   minGrowthBytes: number
-  /** collect once soon, quiet or not (START_LATEST): the caller has just started up */
+  /** collect once soon, quiet or not (RECLAIM.startLatestCheck): the caller has just started up */
   atStart: boolean
   /** gives the C heap's free pages back after each collection (loadMallocTrim) */
   trim: (() => boolean) | null
 }
 
-/** the check by which the start-up collection runs even when the process was never quiet */
-const START_LATEST = 3
-
-const RECLAIM: Omit<ReclaimOptions, 'trim'> = { checkMs: 500, quietChecks: 2, quietCpu: 0.05, minGrowthBytes: 8 * 2 ** 20, atStart: true }
+const { startLatestCheck, ...reclaimDefaults } = RECLAIM
+const RECLAIM_DEFAULTS: Omit<ReclaimOptions, 'trim'> = reclaimDefaults
 
 /**
  * Gives memory back to the system once the process goes quiet after work (start-up included).
@@ -92,7 +91,7 @@ export function reclaimWhenIdle(
   const collect = globalThis.gc
   if (!collect) return () => {}
   // the addon only where the caller did not say (null: no trim)
-  const o: ReclaimOptions = { ...RECLAIM, ...opts, trim: opts.trim === undefined ? loadMallocTrim() : opts.trim }
+  const o: ReclaimOptions = { ...RECLAIM_DEFAULTS, ...opts, trim: opts.trim === undefined ? loadMallocTrim() : opts.trim }
   let cpu = process.cpuUsage()
   let quiet = 0
   // the lowest resident size since the last collection; none yet: the first quiet spell collects
@@ -108,7 +107,7 @@ export function reclaimWhenIdle(
     onReclaim({ rssBefore: rss, rssAfter, ms: performance.now() - t0 })
   }
   // start-up's garbage (module loading, migrations): at the first quiet check, or the
-  // START_LATEST-th whatever the load (on a busy machine the first quiet spell came seconds
+  // startLatestCheck-th whatever the load (on a busy machine the first quiet spell came seconds
   // later, and until then the server held it). Not before the first check: the collection is a
   // synchronous pause, and the first requests after a start are answered before it
   let startPending = o.atStart
@@ -119,7 +118,7 @@ export function reclaimWhenIdle(
     const rss = process.memoryUsage.rss()
     floor = Math.min(floor, rss)
     const isQuiet = (used.user + used.system) / 1000 <= o.checkMs * o.quietCpu
-    if (startPending && (isQuiet || ++checks >= START_LATEST)) {
+    if (startPending && (isQuiet || ++checks >= startLatestCheck)) {
       startPending = false
       reclaim(rss)
       return

@@ -3,9 +3,9 @@
 // thread: with better-sqlite3 that is the event loop, which then waits for thousands of page writes
 // scattered over a large file and two fsyncs, and so does every request in flight (a write at a
 // million records waited 30-60 ms for it). Here the writer's connection never checkpoints; once the
-// log holds THRESHOLD_FRAMES frames not yet copied (SQLite's own default threshold), the worker's
-// connection runs a PASSIVE checkpoint DELAY_MS later, which never blocks the writer (and pages
-// rewritten meanwhile are copied once). The log starts over (at the writer's next transaction) only
+// log holds CHECKPOINT.thresholdFrames frames not yet copied (SQLite's own default threshold), the
+// worker's connection runs a PASSIVE checkpoint CHECKPOINT.delayMs later, which never blocks the
+// writer (and pages rewritten meanwhile are copied once). The log starts over (at the writer's next transaction) only
 // once all of it is copied, which a checkpoint that writers kept appending to never achieves: the
 // frames they added meanwhile are then copied in a second pass with new write transactions held
 // back (reads go on; it copies only what arrived during the first). Durability does not depend on
@@ -19,25 +19,15 @@ import { closeSync, openSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { endianness } from 'node:os'
 import { Worker } from 'node:worker_threads'
-
-/** 1000 pages of 4 KiB: what SQLite's automatic checkpoint waits for */
-const THRESHOLD_FRAMES = 1000
-/**
- * a checkpoint runs this long after the commit that found the log long enough: a burst that grew
- * it (an import) has ended by then, and the idle collection has given the burst's memory back
- * before the thread starts, so the two do not add up to one peak
- */
-const DELAY_MS = 2000
-const IDLE_CLOSE_MS = 60_000
+import { CHECKPOINT, SQLITE } from '../limits.js'
 
 // plain JavaScript run by the worker (eval): it needs only better-sqlite3, resolved by the parent
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const db = new Database(workerData.file)
-db.pragma('busy_timeout = 5000')
-// its pages are read once per checkpoint: a small cache is enough
-db.pragma('cache_size = -1024')
+db.pragma('busy_timeout = ${SQLITE.busyTimeoutMs}')
+db.pragma('cache_size = -${SQLITE.checkpointCacheKiB}')
 parentPort.on('message', (m) => {
   if (m === 'close') {
     db.close()
@@ -92,11 +82,11 @@ export class Checkpointer {
   /** a write transaction committed: when the log is long enough, a checkpoint follows */
   committed() {
     if (this.timer || this.cycling || this.failed || this.closed) return
-    if (this.pendingFrames() < (this.opts.thresholdFrames ?? THRESHOLD_FRAMES)) return
+    if (this.pendingFrames() < (this.opts.thresholdFrames ?? CHECKPOINT.thresholdFrames)) return
     this.timer = setTimeout(() => {
       this.timer = undefined
       void this.cycle()
-    }, this.opts.delayMs ?? DELAY_MS)
+    }, this.opts.delayMs ?? CHECKPOINT.delayMs)
     this.timer.unref()
   }
 
@@ -169,7 +159,7 @@ export class Checkpointer {
     for (const resolve of waiting) resolve(r)
     if (this.worker && !this.closed) {
       clearTimeout(this.idleTimer)
-      this.idleTimer = setTimeout(() => void this.stop(), this.opts.idleCloseMs ?? IDLE_CLOSE_MS)
+      this.idleTimer = setTimeout(() => void this.stop(), this.opts.idleCloseMs ?? CHECKPOINT.idleCloseMs)
       this.idleTimer.unref()
     }
   }

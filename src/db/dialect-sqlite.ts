@@ -18,6 +18,7 @@ import {
 } from 'kysely'
 import { Checkpointer } from './checkpointer.js'
 import { WalSync } from './wal-sync.js'
+import { CHECKPOINT, SQLITE } from '../limits.js'
 
 export type SqliteStore = { dialect: Dialect; durable: () => Promise<void> }
 
@@ -50,21 +51,19 @@ export function openSqlite(file: string, hooks: SqliteHooks = {}): SqliteStore {
   // is acknowledged, and SQLite still syncs around checkpoints
   db.pragma('synchronous = NORMAL')
   db.pragma('foreign_keys = ON')
-  db.pragma('busy_timeout = 5000')
+  db.pragma(`busy_timeout = ${SQLITE.busyTimeoutMs}`)
   // the log is copied back by a worker thread (checkpointer.ts), never inside a COMMIT on the
   // event loop; if the worker fails, every ~16 MiB of log by the COMMIT as SQLite does by default
   db.pragma('wal_autocheckpoint = 0')
-  // a log a burst of writes grew is cut back to 64 MiB when it starts over
-  db.pragma('journal_size_limit = 67108864')
-  // a 4 MiB page cache, not better-sqlite3's 16 MiB: once filled it is never given back, and a
-  // page beyond it costs a read from the kernel's file cache, not the disk
-  db.pragma('cache_size = -4096')
+  db.pragma(`journal_size_limit = ${SQLITE.journalSizeLimitBytes}`)
+  // negative: in KiB rather than pages
+  db.pragma(`cache_size = -${SQLITE.writerCacheKiB}`)
   for (const f of [`${file}-wal`, `${file}-shm`]) privateFile(f, false)
   const lock = new Lock()
   const checkpointer = new Checkpointer(
     file,
     (err) => {
-      db.pragma('wal_autocheckpoint = 4000')
+      db.pragma(`wal_autocheckpoint = ${CHECKPOINT.fallbackFrames}`)
       hooks.onCheckpointError?.(err)
     },
     {
@@ -113,7 +112,6 @@ class Lock {
   }
 }
 
-const STATEMENT_CACHE_SIZE = 500
 const ROLLBACK = /^\s*rollback\b/i
 
 class State {
@@ -140,7 +138,7 @@ class State {
     if (hit && !hit.busy) return hit
     const stmt = this.db.prepare(sql)
     if (!hit) {
-      if (this.cache.size >= STATEMENT_CACHE_SIZE) this.cache.delete(this.cache.keys().next().value as string)
+      if (this.cache.size >= SQLITE.statementCache) this.cache.delete(this.cache.keys().next().value as string)
       this.cache.set(sql, stmt)
     }
     return stmt

@@ -16,6 +16,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import type pg from 'pg'
 import type { Config } from '../config.js'
+import { POSTGRES, STORE_RETRY } from '../limits.js'
 import { openSqlite, type SqliteHooks } from './dialect-sqlite.js'
 import { Db } from './store.js'
 import type { Schema } from './schema.js'
@@ -128,7 +129,7 @@ export async function openDb(cfg: Config['db'], opts: SqliteHooks = {}): Promise
     await ensureSchema(pg, cfg.url, cfg.schema)
     const pool = new pg.Pool({
       connectionString: cfg.url,
-      max: 10,
+      max: POSTGRES.poolMax,
       options: `-c search_path=${cfg.schema}`,
     })
     // an idle client that loses its connection must not crash the process
@@ -196,8 +197,8 @@ async function migrate(db: Db, schema?: string) {
     if (!error) return
     const e = error as { code?: string; message?: string }
     const otherSchemaGone = e.code === '3F000' && !!schema && !e.message?.includes(`"${schema}"`)
-    if (!otherSchemaGone || attempt >= 5) throw error as Error
-    await new Promise((r) => setTimeout(r, 20 * attempt))
+    if (!otherSchemaGone || attempt >= STORE_RETRY.migrateAttempts) throw error as Error
+    await new Promise((r) => setTimeout(r, STORE_RETRY.migrateBackoffMs * attempt))
   }
 }
 

@@ -16,6 +16,7 @@ import {
   type QueryResult,
 } from 'kysely'
 import type { Schema, Store } from './schema.js'
+import { SQLITE } from '../limits.js'
 
 export type Snapshot = {
   store: Store
@@ -26,12 +27,10 @@ export type Snapshot = {
 /** SQLite: read-only connections on `file`, a few kept open between snapshots */
 export function sqliteSnapshots(file: string) {
   const idle: SqliteDatabase.Database[] = []
-  const KEEP = 2
   const open = () => {
     const conn = new SqliteDatabase(file, { readonly: true })
-    conn.pragma('busy_timeout = 5000')
-    // pages are read once, in key order: a small cache is enough
-    conn.pragma('cache_size = -2048')
+    conn.pragma(`busy_timeout = ${SQLITE.busyTimeoutMs}`)
+    conn.pragma(`cache_size = -${SQLITE.snapshotCacheKiB}`)
     return conn
   }
   return {
@@ -51,7 +50,7 @@ export function sqliteSnapshots(file: string) {
             conn.close()
             return
           }
-          if (idle.length < KEEP) idle.push(conn)
+          if (idle.length < SQLITE.idleSnapshots) idle.push(conn)
           else conn.close()
         },
       }

@@ -7,6 +7,7 @@ import type pg from 'pg'
 import type { Dialect } from './dialect.js'
 import type { Schema } from './schema.js'
 import type { Snapshot } from './snapshot.js'
+import { STORE_RETRY } from '../limits.js'
 
 /** a transaction of `Db.transact` */
 export type Tx = Transaction<Schema> & {
@@ -39,9 +40,6 @@ export type DbParts = {
 }
 
 type K = Kysely<Schema>
-
-const ATTEMPTS = 3
-const backoffMs = (attempt: number) => 25 * attempt
 
 export class Db {
   /** the Kysely instance itself: for the migrator and the few places that need all of it */
@@ -118,8 +116,8 @@ export class Db {
           return result
         })
       } catch (err) {
-        if (committing || attempt >= ATTEMPTS || !this.parts.retryable(err)) throw err
-        await new Promise((r) => setTimeout(r, backoffMs(attempt)))
+        if (committing || attempt >= STORE_RETRY.transactAttempts || !this.parts.retryable(err)) throw err
+        await new Promise((r) => setTimeout(r, STORE_RETRY.transactBackoffMs * attempt))
         continue
       }
       for (const cb of callbacks) cb()

@@ -14,10 +14,8 @@ import type { Duplex } from 'node:stream'
 import type { WebSocket } from 'ws'
 import { encodeEvent, type EncodedEvent, type Firehose } from './firehose.js'
 import type { Release } from './slots.js'
+import { FIREHOSE_READS } from '../limits.js'
 
-const PAGE = 100
-/** unsent bytes past which a replay waits for the consumer before sending more */
-const REPLAY_HIGH_WATER = 256 * 1024
 /** the close code xrpc-server ends a stream with after an error frame */
 const POLICY = 1008
 
@@ -81,7 +79,7 @@ export async function* consume(
   const gone = () => signal.aborted || tooSlow || ws.readyState !== ws.OPEN
   /** false when the consumer is gone, or was too slow to read what the replay sent it */
   const backPressure = async () => {
-    if (ws.bufferedAmount <= REPLAY_HIGH_WATER) return true
+    if (ws.bufferedAmount <= FIREHOSE_READS.replayHighWaterBytes) return true
     // nothing to do until the consumer reads: someone else may replay meanwhile
     slot?.()
     slot = undefined
@@ -116,7 +114,7 @@ export async function* consume(
     for (;;) {
       while (fromLog) {
         if (!slot && !(slot = await hose.backfills.acquire(signal))) return
-        const rows = await hose.rowsAfter(last, PAGE, { replay: true })
+        const rows = await hose.rowsAfter(last, FIREHOSE_READS.replayPage, { replay: true })
         for (let i = 0; i < rows.length;) {
           if (gone()) return
           // as many frames as the high-water mark allows leave in one write (at least one: a
@@ -128,11 +126,11 @@ export async function* consume(
             group.push(ev.frame)
             bytes += ev.frame.length
             last = ev.seq
-          } while (i < rows.length && bytes <= REPLAY_HIGH_WATER)
+          } while (i < rows.length && bytes <= FIREHOSE_READS.replayHighWaterBytes)
           out.writeMany(group)
-          if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
+          if (ws.bufferedAmount > FIREHOSE_READS.replayHighWaterBytes && !(await backPressure())) return
         }
-        if (rows.length === PAGE) {
+        if (rows.length === FIREHOSE_READS.replayPage) {
           // let requests and other consumers run between pages
           await new Promise((resolve) => setImmediate(resolve))
           continue
@@ -153,9 +151,9 @@ export async function* consume(
           group.push(ev.frame)
           bytes += ev.frame.length
           last = ev.seq
-        } while (queue.length && bytes <= REPLAY_HIGH_WATER)
+        } while (queue.length && bytes <= FIREHOSE_READS.replayHighWaterBytes)
         out.writeMany(group)
-        if (ws.bufferedAmount > REPLAY_HIGH_WATER && !(await backPressure())) return
+        if (ws.bufferedAmount > FIREHOSE_READS.replayHighWaterBytes && !(await backPressure())) return
       }
       if (!overflow) break
       // some were dropped: they are in the log

@@ -8,7 +8,7 @@ import type { Logger } from '../logger.js'
 import { StreamAdmission } from './admission.js'
 import { Slots } from './slots.js'
 import { seqAndTimeParts } from './splice.js'
-import { JOBS } from '../limits.js'
+import { FIREHOSE_READS, JOBS } from '../limits.js'
 
 /**
  * `bytes` is the subscribeRepos message; `frame` the same bytes behind the WebSocket header of a
@@ -18,15 +18,6 @@ import { JOBS } from '../limits.js'
 export type EncodedEvent = { seq: number; bytes: Uint8Array; frame: Buffer }
 
 type Row = { seq: number; type: string; payload: Uint8Array; sequenced_at: string }
-
-const PAGE = 500
-/** the longest a hand-out waits after the last one, however long that one took */
-const MAX_HAND_OUT_GAP_MS = 100
-/**
- * a hand-out waits this many times the CPU time the last one took: fanning out then takes at most
- * a fifth of the process's time, and the rest stays for the writes that make the events
- */
-const HAND_OUT_GAP_FACTOR = 4
 
 const headers = new Map<string, Uint8Array>()
 
@@ -178,7 +169,7 @@ export class Firehose {
    * consumer then writes them to its connection in one system call, and with many consumers that
    * call is most of what serving costs. A hand-out runs once the work in progress is done (all
    * the commits one fsync made durable, before any other request), but never sooner after the
-   * last one than HAND_OUT_GAP_FACTOR times what that one took: fanning out takes a bounded share
+   * last one than FIREHOSE_READS.handOutGapFactor times what that one took: fanning out takes a bounded share
    * of the process's time, whatever the number of consumers, and the more consumers, the more
    * events share each write. With few consumers a hand-out takes microseconds, and so does the
    * wait.
@@ -208,7 +199,8 @@ export class Firehose {
     for (const fn of this.listeners.keys()) fn(evs, frames)
     // CPU time, not wall time: a process the machine did not run meanwhile has nothing to make up
     const { user, system } = process.cpuUsage(started)
-    this.nextFlushAt = performance.now() + Math.min(MAX_HAND_OUT_GAP_MS, (HAND_OUT_GAP_FACTOR * (user + system)) / 1000)
+    this.nextFlushAt =
+      performance.now() + Math.min(FIREHOSE_READS.handOutMaxGapMs, (FIREHOSE_READS.handOutGapFactor * (user + system)) / 1000)
   }
 
   /**
@@ -245,14 +237,14 @@ export class Firehose {
   private async poll() {
     this.lastPollAt = Date.now()
     for (;;) {
-      const rows = await this.rowsAfter(this.lastSeq ?? 0, PAGE)
+      const rows = await this.rowsAfter(this.lastSeq ?? 0, FIREHOSE_READS.livePage)
       for (const row of rows) {
         // handed over in-process meanwhile (deliverLocal)
         if (row.seq <= (this.lastSeq ?? 0)) continue
         this.lastSeq = row.seq
         this.handOut(row)
       }
-      if (rows.length < PAGE) return
+      if (rows.length < FIREHOSE_READS.livePage) return
       // let consumers drain between pages, so a backlog does not arrive as one burst
       await new Promise((resolve) => setImmediate(resolve))
     }

@@ -6,6 +6,7 @@
 // latency (the fallback poll picks the rows up), never an event.
 import type pg from 'pg'
 import type { Logger } from '../logger.js'
+import { WAKEUP_BACKOFF } from '../limits.js'
 
 export const EVENT_CHANNEL = 'pds_event'
 
@@ -19,13 +20,10 @@ export type WakeupOptions = {
   logger: Logger
 }
 
-const MIN_BACKOFF_MS = 100
-const MAX_BACKOFF_MS = 5000
-
 export class PgEventWakeup {
   private client: pg.Client | undefined
   private stopped = false
-  private backoff = MIN_BACKOFF_MS
+  private backoff = WAKEUP_BACKOFF.minMs
   private retryTimer: NodeJS.Timeout | undefined
   private connecting: Promise<void> | undefined
 
@@ -81,7 +79,7 @@ export class PgEventWakeup {
       return
     }
     this.client = client
-    this.backoff = MIN_BACKOFF_MS
+    this.backoff = WAKEUP_BACKOFF.minMs
     this.opts.onHealth(true)
     // whatever was committed while we were not listening
     this.opts.onWake()
@@ -90,7 +88,7 @@ export class PgEventWakeup {
   private scheduleRetry() {
     clearTimeout(this.retryTimer)
     const wait = this.backoff
-    this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF_MS)
+    this.backoff = Math.min(this.backoff * 2, WAKEUP_BACKOFF.maxMs)
     this.retryTimer = setTimeout(() => {
       this.connecting = this.connect()
     }, wait)
