@@ -157,10 +157,18 @@ export async function newAccount(url: string, prefix: string, extra: Record<stri
   return { ...(res.body as Created), email }
 }
 
-/** an AtpAgent signed in to a fresh account on `url` */
-export async function newAgent(url: string, prefix: string) {
+/** a fresh account on `url` as newAccount makes it, signed in through an AtpAgent */
+export async function agentAccount(url: string, prefix: string) {
   const n = ++accounts
   const agent = new AtpAgent({ service: url })
-  await agent.createAccount({ handle: `${prefix}${n}x.test`, email: `${prefix}${n}@example.com`, password: PASSWORD })
-  return agent
+  const email = `${prefix}${n}@example.com`
+  await agent.createAccount({ handle: `${prefix}${n}x.test`, email, password: PASSWORD })
+  return { agent, did: agent.did!, handle: agent.session!.handle, email }
 }
+
+/** an AtpAgent signed in to a fresh account on `url` */
+export async function newAgent(url: string, prefix: string) {
+  return (await agentAccount(url, prefix)).agent
+}
+
+export type AgentAccount = Awaited<ReturnType<typeof agentAccount>>

@@ -7,15 +7,14 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Agent } from '@atproto/api'
-import { requestLocalLock } from '@atproto/oauth-client'
-import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState, type OAuthSession } from '@atproto/oauth-client-node'
+import type { NodeOAuthClient, OAuthSession } from '@atproto/oauth-client-node'
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
-import { describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
-import { dpopKey, loopbackClientId, openPage, par, signInAndAllow } from './oauth-helpers.js'
+import { describe, newAccount as harnessAccount, startTestPds, xrpc, type TestPds } from './harness.js'
+import { officialClient, signInOfficial } from './official-client.js'
+import { dpopKey, loopbackClientId, par } from './oauth-helpers.js'
 
-const REDIRECT = 'http://127.0.0.1:9/oauth-callback'
 // the stand-in AppView's identity: a did:plc the loopback directory answers for
 const SERVICE_DID = 'did:plc:' + 'v'.repeat(24)
 const APPVIEW = `${SERVICE_DID}#bsky_appview`
@@ -26,61 +25,19 @@ let plcUrl: string
 let service: Server
 let serviceUrl: string
 const seen: { path: string; headers: IncomingHttpHeaders }[] = []
-let n = 0
 
 async function listen(server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
-function newClient(scope: string) {
-  const sessions = new Map<string, NodeSavedSession>()
-  const states = new Map<string, NodeSavedState>()
-  const store = <T>(m: Map<string, T>) => ({
-    get: async (k: string) => m.get(k),
-    set: async (k: string, v: T) => void m.set(k, v),
-    del: async (k: string) => void m.delete(k),
-  })
-  const client = new NodeOAuthClient({
-    clientMetadata: {
-      client_id: loopbackClientId(scope, REDIRECT),
-      redirect_uris: [REDIRECT],
-      scope,
-      response_types: ['code'],
-      grant_types: ['authorization_code', 'refresh_token'],
-      token_endpoint_auth_method: 'none',
-      application_type: 'native',
-      dpop_bound_access_tokens: true,
-    },
-    stateStore: store(states),
-    sessionStore: store(sessions),
-    handleResolver: pds.url,
-    plcDirectoryUrl: plcUrl,
-    allowHttp: true,
-    requestLock: requestLocalLock,
-  })
-  return client
-}
-
-async function newAccount() {
-  const i = ++n
-  const handle = `granular${i}.test`
-  const email = `granular${i}@example.com`
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', { body: { handle, email, password: PASSWORD } })
-  expect(res.status, res.text).toBe(200)
-  return { did: res.body.did as string, handle, email }
-}
+const newClient = (scope: string) => officialClient(pds.url, plcUrl, scope)
+const newAccount = () => harnessAccount(pds.url, 'granular')
 
 /** the whole sign-in: PAR (inside authorize), the form, the callback */
 async function signIn(handle: string, scope: string): Promise<{ client: NodeOAuthClient; session: OAuthSession; agent: Agent }> {
   const client = newClient(scope)
-  const authUrl = await client.authorize(handle, { scope })
-  const requestUri = authUrl.searchParams.get('request_uri')!
-  const page = await openPage(pds.url, requestUri)
-  expect(page.status).toBe(200)
-  const res = await signInAndAllow(pds.url, requestUri, { handle, password: PASSWORD }, page)
-  expect(res.status, res.text).toBe(302)
-  const { session } = await client.callback(new URL(res.headers.get('location')!).searchParams)
+  const session = await signInOfficial(client, pds.url, handle, scope)
   return { client, session, agent: new Agent(session) }
 }
 
@@ -155,7 +112,9 @@ describe('granular OAuth permissions', () => {
     const me = await agent.com.atproto.server.getSession()
     expect(me.data).toMatchObject({ did: acct.did, email: acct.email, emailConfirmed: false })
     // nothing beyond what was asked: the handle, the AppView's preferences
-    await expect(agent.com.atproto.identity.updateHandle({ handle: `moved${n}.test` })).rejects.toMatchObject(refused('identity:handle'))
+    await expect(agent.com.atproto.identity.updateHandle({ handle: acct.handle.replace('granular', 'moved') })).rejects.toMatchObject(
+      refused('identity:handle'),
+    )
     await expect(agent.app.bsky.actor.getPreferences()).rejects.toMatchObject(
       refused('rpc:app.bsky.actor.getPreferences?aud=did:web:api.bsky.app%23bsky_appview'),
     )
@@ -318,7 +277,7 @@ describe('granular OAuth permissions', () => {
     await agent.uploadBlob(new Uint8Array([0, 0, 0, 0x20, 0x66, 0x74]), { encoding: 'video/mp4' })
     await agent.app.bsky.actor.putPreferences({ preferences: [] })
     expect((await agent.app.bsky.actor.getPreferences()).data.preferences).toEqual([])
-    await agent.com.atproto.identity.updateHandle({ handle: `generic${n}.test` })
+    await agent.com.atproto.identity.updateHandle({ handle: acct.handle.replace('granular', 'generic') })
     await expect(agent.com.atproto.server.createAppPassword({ name: 'no' })).rejects.toMatchObject({
       status: 403,
       error: 'InsufficientScope',

@@ -3,29 +3,12 @@
 // record (a loopback DNS server, dns2), a set published on this server itself, and one found
 // through PDS_LEXICON_AUTHORITY_DID. Three servers share one PLC directory (@did-plc/server in
 // memory). The token endpoint answers the permissions a set grants, never the include: itself.
-import { createRequire } from 'node:module'
-import { AtpAgent } from '@atproto/api'
-import { requestLocalLock } from '@atproto/oauth-client'
-import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
-import {
-  ath,
-  authorize,
-  dpopKey,
-  exchange,
-  loopbackClientId,
-  openPage,
-  par,
-  REDIRECT,
-  refreshGrant,
-  signInAndAllow,
-  submitPage,
-} from './oauth-helpers.js'
-import { startNameserver, type Nameserver } from './tripwire.js'
+import { agentAccount, describe, PASSWORD, startTestPds, xrpc, type AgentAccount, type TestPds } from './harness.js'
+import { publish, schema, startLexiconNetwork, type LexiconNetwork } from './lexicon-publishing.js'
+import { consentPage, officialClient as official } from './official-client.js'
+import { ath, authorize, dpopKey, exchange, loopbackClientId, openPage, par, refreshGrant, signInAndAllow } from './oauth-helpers.js'
 import { describePermissionSets, PermissionSets } from '../src/oauth/permission-sets.js'
-
-const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 
 // flipped at merge once tokens are checked against granular permissions
 const ENFORCES_PERMISSIONS = true
@@ -35,12 +18,6 @@ const LOCAL_SET = 'com.example.home.basic'
 const UNLISTED_SET = 'com.example.quiet.basic'
 const SVC = 'did:web:svc.example#thing'
 
-const schema = (id: string, main: Record<string, unknown>) => ({
-  $type: 'com.atproto.lexicon.schema',
-  lexicon: 1,
-  id,
-  defs: { main },
-})
 const permissionSet = (id: string, ns: string) =>
   schema(id, {
     type: 'permission-set',
@@ -56,30 +33,12 @@ const permissionSet = (id: string, ns: string) =>
     ],
   })
 
-let plc: any
-let plcUrl: string
-let dns: Nameserver
+let net: LexiconNetwork
 let pds: TestPds // the authorization server the app signs in to
 let publisher: TestPds // hosts the remote sets
 let pinned: TestPds // PDS_LEXICON_AUTHORITY_DID
-const txt: Record<string, string[]> = {}
-let n = 0
 
-async function account(server: TestPds, prefix: string) {
-  const agent = new AtpAgent({ service: server.url })
-  const handle = `${prefix}${++n}.test`
-  const res = await agent.createAccount({ handle, email: `${handle}@example.com`, password: PASSWORD })
-  return { agent, did: res.data.did, handle }
-}
-
-async function publish(agent: AtpAgent, record: Record<string, unknown>) {
-  return agent.com.atproto.repo.createRecord({
-    repo: agent.did!,
-    collection: 'com.atproto.lexicon.schema',
-    rkey: record.id as string,
-    record,
-  })
-}
+const account = (server: TestPds, prefix: string) => agentAccount(server.url, prefix)
 
 const srv = (server: TestPds) => ({ url: server.url, publicUrl: server.env.PDS_PUBLIC_URL })
 
@@ -98,60 +57,28 @@ async function parStatus(server: TestPds, scope: string) {
   return [res.status, res.json?.error, res.json?.error_description]
 }
 
-function mapStore<T>() {
-  const m = new Map<string, T>()
-  return {
-    get: async (k: string) => m.get(k),
-    set: async (k: string, v: T) => void m.set(k, v),
-    del: async (k: string) => void m.delete(k),
-  }
-}
+const officialClient = (scope: string) => official(pds.url, net.plcUrl, scope)
 
-function officialClient(scope: string) {
-  return new NodeOAuthClient({
-    clientMetadata: {
-      client_id: loopbackClientId(scope),
-      redirect_uris: [REDIRECT],
-      scope,
-      response_types: ['code'],
-      grant_types: ['authorization_code', 'refresh_token'],
-      token_endpoint_auth_method: 'none',
-      application_type: 'native',
-      dpop_bound_access_tokens: true,
-    },
-    stateStore: mapStore<NodeSavedState>(),
-    sessionStore: mapStore<NodeSavedSession>(),
-    handleResolver: pds.url,
-    plcDirectoryUrl: plcUrl,
-    allowHttp: true,
-    requestLock: requestLocalLock,
-  })
-}
-
-let pub: Awaited<ReturnType<typeof account>>
-let user: Awaited<ReturnType<typeof account>>
+let pub: AgentAccount
+let user: AgentAccount
 
 describe('permission sets', () => {
   beforeAll(async () => {
-    dns = await startNameserver({}, txt)
-    plc = PlcServer.create({ db: Database.mock(), port: 0 })
-    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
-    const env = { PDS_DID_PLC_URL: plcUrl, PDS_DNS_NAMESERVERS: dns.address }
-    pds = await startTestPds(env)
-    publisher = await startTestPds({ ...env, PDS_HOSTNAME: 'pds2.localhost' })
+    net = await startLexiconNetwork()
+    pds = await startTestPds(net.env)
+    publisher = await startTestPds({ ...net.env, PDS_HOSTNAME: 'pds2.localhost' })
     pub = await account(publisher, 'pub')
     await publish(pub.agent, permissionSet(REMOTE_SET, 'com.example.perm'))
     await publish(pub.agent, permissionSet(UNLISTED_SET, 'com.example.quiet'))
-    txt['_lexicon.perm.example.com'] = [`did=${pub.did}`]
-    pinned = await startTestPds({ ...env, PDS_HOSTNAME: 'pds3.localhost', PDS_LEXICON_AUTHORITY_DID: pub.did })
+    net.txt['_lexicon.perm.example.com'] = [`did=${pub.did}`]
+    pinned = await startTestPds({ ...net.env, PDS_HOSTNAME: 'pds3.localhost', PDS_LEXICON_AUTHORITY_DID: pub.did })
     user = await account(pds, 'user')
   })
   afterAll(async () => {
     await pds?.stop()
     await publisher?.stop()
     await pinned?.stop()
-    await plc?.destroy()
-    await dns?.close()
+    await net?.stop()
   })
 
   it('serves lexicon documents as records and refuses a record that is not one', async () => {
@@ -222,7 +149,7 @@ describe('permission sets', () => {
   it('resolves a set published on this server from its own store', async () => {
     const home = await account(pds, 'home')
     await publish(home.agent, permissionSet(LOCAL_SET, 'com.example.home'))
-    txt['_lexicon.home.example.com'] = [`did=${home.did}`]
+    net.txt['_lexicon.home.example.com'] = [`did=${home.did}`]
     const { token } = await grant(pds, user.handle, `atproto include:${LOCAL_SET}`)
     // without an aud on the include:, the rpc permission that inherits one is left out
     expect(token.scope.split(' ')).toEqual(['atproto', 'repo?collection=com.example.home.like&collection=com.example.home.post'])
@@ -272,22 +199,11 @@ describe('permission sets', () => {
 
     const scope = `atproto include:${REMOTE_SET}`
     const client = officialClient(scope)
-    const authUrl = await client.authorize(user.handle, { scope })
-    const requestUri = authUrl.searchParams.get('request_uri')!
-    const page = await openPage(pds.url, requestUri)
+    const consent = await consentPage(client, pds.url, user.handle, scope)
     // the consent page names the set by its title and detail, not by its NSID alone
-    const consent = await submitPage(
-      pds.url,
-      requestUri,
-      { handle: user.handle, password: PASSWORD, step: 'login', action: 'allow', csrf_token: page.csrf },
-      page.cookie,
-    )
     expect(consent.text).toContain('Example posts')
     expect(consent.text).toContain('Write posts and likes of the example app')
-    const did = /name="did" value="([^"]+)"/.exec(consent.text)![1]
-    const res = await submitPage(pds.url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)
-    expect(res.status).toBe(302)
-    const { session } = await client.callback(new URL(res.headers.get('location')!).searchParams)
+    const { session } = await consent.allow()
     const info = await session.getTokenInfo(false)
     expect(info.scope).toBe('atproto repo?collection=com.example.perm.like&collection=com.example.perm.post')
     // the grant is usable: the session reads the account
@@ -344,7 +260,7 @@ describe('permission sets', () => {
   })
 
   it('outside development mode, a set on a private address is not fetched', async () => {
-    const prod = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_DNS_NAMESERVERS: dns.address, PDS_DEV_MODE: 'false', PDS_CRAWLERS: '' })
+    const prod = await startTestPds({ ...net.env, PDS_DEV_MODE: 'false', PDS_CRAWLERS: '' })
     try {
       expect(await parStatus(prod, `atproto include:${REMOTE_SET}`)).toEqual([
         400,

@@ -4,49 +4,24 @@
 // the user (`self` as the DID, the declared collections), at the code exchange and every refresh.
 // Space type declarations and permission sets are published as lexicon records on the server and
 // found through a `_lexicon` TXT record on a loopback nameserver; DIDs live in a PLC stand-in.
-import { createRequire } from 'node:module'
-import { AtpAgent } from '@atproto/api'
-import { requestLocalLock } from '@atproto/oauth-client'
-import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
+import type { NodeOAuthClient } from '@atproto/oauth-client-node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { bearer, describe, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { agentAccount, bearer, describe, PASSWORD, startTestPds, xrpc, type AgentAccount, type TestPds } from './harness.js'
+import { publish, schema, startLexiconNetwork, type LexiconNetwork } from './lexicon-publishing.js'
+import { consentPage, officialClient as official } from './official-client.js'
 import { csrfOf, pageClient } from './page-client.js'
-import { authorize, dpopKey, exchange, loopbackClientId, openPage, par, post, REDIRECT, refreshGrant, submitPage } from './oauth-helpers.js'
-import { startNameserver, type Nameserver } from './tripwire.js'
+import { authorize, dpopKey, exchange, loopbackClientId, par, refreshGrant } from './oauth-helpers.js'
 import { scopeStringAllows } from '../src/space/scope.js'
-
-const { PlcServer, Database } = createRequire(import.meta.url)('@did-plc/server')
 
 const CHAT = 'com.example.chat.space'
 const SET = 'com.example.chat.access'
 const MESSAGE = 'com.example.chat.message'
 const REACTION = 'com.example.chat.reaction'
 
-const schema = (id: string, main: Record<string, unknown>) => ({ $type: 'com.atproto.lexicon.schema', lexicon: 1, id, defs: { main } })
-
-let plc: any
-let plcUrl: string
-let dns: Nameserver
+let net: LexiconNetwork
 let pds: TestPds
-const txt: Record<string, string[]> = {}
-let n = 0
 
-async function account(prefix: string) {
-  const agent = new AtpAgent({ service: pds.url })
-  const handle = `${prefix}${++n}.test`
-  const res = await agent.createAccount({ handle, email: `${handle}@example.com`, password: PASSWORD })
-  return { agent, did: res.data.did, handle }
-}
-
-async function publish(agent: AtpAgent, record: Record<string, unknown>) {
-  await agent.com.atproto.repo.createRecord({
-    repo: agent.did!,
-    collection: 'com.atproto.lexicon.schema',
-    rkey: record.id as string,
-    record,
-  })
-}
-
+const account = (prefix: string) => agentAccount(pds.url, prefix)
 const srv = () => ({ url: pds.url, publicUrl: pds.env.PDS_PUBLIC_URL })
 
 async function parStatus(scope: string) {
@@ -54,72 +29,27 @@ async function parStatus(scope: string) {
   return [res.status, res.json?.error, res.json?.error_description]
 }
 
-function mapStore<T>() {
-  const m = new Map<string, T>()
-  return {
-    get: async (k: string) => m.get(k),
-    set: async (k: string, v: T) => void m.set(k, v),
-    del: async (k: string) => void m.delete(k),
-  }
-}
-
-function officialClient(scope: string) {
-  return new NodeOAuthClient({
-    clientMetadata: {
-      client_id: loopbackClientId(scope),
-      redirect_uris: [REDIRECT],
-      scope,
-      response_types: ['code'],
-      grant_types: ['authorization_code', 'refresh_token'],
-      token_endpoint_auth_method: 'none',
-      application_type: 'native',
-      dpop_bound_access_tokens: true,
-    },
-    stateStore: mapStore<NodeSavedState>(),
-    sessionStore: mapStore<NodeSavedSession>(),
-    handleResolver: pds.url,
-    plcDirectoryUrl: plcUrl,
-    allowHttp: true,
-    requestLock: requestLocalLock,
-  })
-}
+const officialClient = (scope: string) => official(pds.url, net.plcUrl, scope)
 
 /** the consent page the official client's request leads to, once signed in (by a browser asking for `lang`); and how to allow it */
-async function consent(client: NodeOAuthClient, who: { handle: string }, scope: string, lang?: string) {
-  const requestUri = (await client.authorize(who.handle, { scope })).searchParams.get('request_uri')!
-  const page = await openPage(pds.url, requestUri)
-  const shown = await post(
-    `${pds.url}/oauth/authorize?request_uri=${encodeURIComponent(requestUri)}`,
-    { handle: who.handle, password: PASSWORD, step: 'login', action: 'allow', csrf_token: page.csrf },
-    { cookie: page.cookie, ...(lang === undefined ? {} : { 'accept-language': lang }) },
-  )
-  expect(shown.status, shown.text).toBe(200)
-  const allow = async () => {
-    const did = /name="did" value="([^"]+)"/.exec(shown.text)![1]
-    const res = await submitPage(pds.url, requestUri, { step: 'consent', did, action: 'allow', csrf_token: page.csrf }, page.cookie)
-    expect(res.status, res.text).toBe(302)
-    return client.callback(new URL(res.headers.get('location')!).searchParams)
-  }
-  return { text: shown.text, allow }
-}
+const consent = (client: NodeOAuthClient, who: { handle: string }, scope: string, lang?: string) =>
+  consentPage(client, pds.url, who.handle, scope, lang)
 
 /** the visible permission lines of a consent page */
 const permissionLines = (html: string) => [...html.matchAll(/<li>([^<]+)<\/li>/g)].map((m) => m[1].replace(/&#x27;|&#39;/g, "'"))
 
-let pub: Awaited<ReturnType<typeof account>>
-let user: Awaited<ReturnType<typeof account>>
-let friend: Awaited<ReturnType<typeof account>>
+let pub: AgentAccount
+let user: AgentAccount
+let friend: AgentAccount
 
 describe('space: scopes at the authorization server', () => {
   beforeAll(async () => {
-    dns = await startNameserver({}, txt)
-    plc = PlcServer.create({ db: Database.mock(), port: 0 })
-    plcUrl = `http://127.0.0.1:${(await plc.start()).address().port}`
-    pds = await startTestPds({ PDS_DID_PLC_URL: plcUrl, PDS_DNS_NAMESERVERS: dns.address })
+    net = await startLexiconNetwork()
+    pds = await startTestPds(net.env)
     pub = await account('pub')
     user = await account('user')
     friend = await account('friend')
-    txt['_lexicon.chat.example.com'] = [`did=${pub.did}`]
+    net.txt['_lexicon.chat.example.com'] = [`did=${pub.did}`]
     await publish(
       pub.agent,
       schema(CHAT, {
@@ -148,8 +78,7 @@ describe('space: scopes at the authorization server', () => {
   })
   afterAll(async () => {
     await pds?.stop()
-    await plc?.destroy()
-    await dns?.close()
+    await net?.stop()
   })
 
   it('the official client gets a space: scope; the consent page names the type; the token carries it rewritten, also after a refresh', async () => {

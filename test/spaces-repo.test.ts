@@ -5,8 +5,6 @@
 // these methods, and the switch that turns Spaces off.
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { requestLocalLock } from '@atproto/oauth-client'
-import { NodeOAuthClient, type NodeSavedSession, type NodeSavedState } from '@atproto/oauth-client-node'
 import { XRPCError, XrpcClient } from '@atproto/xrpc'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { didDocFor } from '../src/account/store.js'
@@ -14,15 +12,14 @@ import { schemas } from '../src/generated/client/lexicons.js'
 import { commitFromJson, verifyCommit, type SignedCommit } from '../src/space/commit.js'
 import { verifySpaceCar } from '../src/space/car.js'
 import { LtHash } from '../src/space/lthash.js'
-import { ADMIN_PASSWORD, describe, newAccount, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
-import { loopbackClientId, openPage, signInAndAllow } from './oauth-helpers.js'
+import { ADMIN_PASSWORD, describe, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
+import { officialClient, signInOfficial } from './official-client.js'
 import { startNameserver, type Nameserver } from './tripwire.js'
 
 const S = 'com.atproto.space'
 const TYPE = 'com.example.forum'
 const COL = 'com.example.forum.post'
 const LIKE = 'com.example.forum.like'
-const REDIRECT = 'http://127.0.0.1:9/oauth-callback'
 
 // the lexicons as the generated client has them (this server's own package)
 const LEX = schemas
@@ -485,37 +482,7 @@ describe('Spaces: the repo host', () => {
     const a = await newAccount(pds.url, 'sproauth')
     const space = `at://${a.did}/space/${TYPE}/main`
     const scope = `atproto space:${TYPE}?collection=${COL}&action=read_self&action=create`
-    const sessions = new Map<string, NodeSavedSession>()
-    const states = new Map<string, NodeSavedState>()
-    const store = <T>(m: Map<string, T>) => ({
-      get: async (k: string) => m.get(k),
-      set: async (k: string, v: T) => void m.set(k, v),
-      del: async (k: string) => void m.delete(k),
-    })
-    const oauth = new NodeOAuthClient({
-      clientMetadata: {
-        client_id: loopbackClientId(scope, REDIRECT),
-        redirect_uris: [REDIRECT],
-        scope,
-        response_types: ['code'],
-        grant_types: ['authorization_code', 'refresh_token'],
-        token_endpoint_auth_method: 'none',
-        application_type: 'native',
-        dpop_bound_access_tokens: true,
-      },
-      stateStore: store(states),
-      sessionStore: store(sessions),
-      handleResolver: pds.url,
-      plcDirectoryUrl: plcUrl,
-      allowHttp: true,
-      requestLock: requestLocalLock,
-    })
-    const authUrl = await oauth.authorize(a.handle, { scope })
-    const requestUri = authUrl.searchParams.get('request_uri')!
-    const page = await openPage(pds.url, requestUri)
-    const allowed = await signInAndAllow(pds.url, requestUri, { handle: a.handle, password: PASSWORD }, page)
-    expect(allowed.status, allowed.text).toBe(302)
-    const { session } = await oauth.callback(new URL(allowed.headers.get('location')!).searchParams)
+    const session = await signInOfficial(officialClient(pds.url, plcUrl, scope), pds.url, a.handle, scope)
     // the token carries the authority as the user's DID
     expect((await session.getTokenInfo(false)).scope).toContain(`space:${TYPE}?authority=${a.did}`)
     const app = new XrpcClient(session, LEX)
