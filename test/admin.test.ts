@@ -1,12 +1,11 @@
 import * as dagCbor from '@ipld/dag-cbor'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, bearer, describe, newAccount as harnessAccount, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 
 let pds: TestPds
 let sink: MailSink
 let n = 0
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const basic = (password = ADMIN_PASSWORD) => ({ authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` })
 const admin = (nsid: string, opts: { body?: unknown; params?: Record<string, string> } = {}) =>
   xrpc(pds.url, nsid, { ...opts, headers: basic() })
@@ -16,11 +15,7 @@ async function signUp(url: string, extra: Record<string, unknown> = {}) {
   const email = `adm${n}@example.com`
   return xrpc(url, 'com.atproto.server.createAccount', { body: { handle: `adm${n}x.test`, email, password: PASSWORD, ...extra } })
 }
-async function newAccount() {
-  const res = await signUp(pds.url)
-  expect(res.status, JSON.stringify(res.body)).toBe(200)
-  return { ...(res.body as { did: string; handle: string; accessJwt: string; refreshJwt: string }), email: `adm${n}@example.com` }
-}
+const newAccount = () => harnessAccount(pds.url, 'adu')
 const login = (identifier: string, password = PASSWORD) =>
   xrpc(pds.url, 'com.atproto.server.createSession', { body: { identifier, password } })
 

@@ -4,24 +4,16 @@
 // endpoint); sessions from @atproto/api; mail through the loopback HTTP sink.
 import { AtpAgent } from '@atproto/api'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, agentAccount, bearer, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { ath, authorize, dpopKey, exchange, loopbackClientId, refreshGrant, type DpopKey } from './oauth-helpers.js'
 
 let pds: TestPds
 let sink: MailSink
 let srv: { url: string; publicUrl: string }
-let n = 0
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const basic = { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') }
 
-async function newAccount() {
-  const i = ++n
-  const agent = new AtpAgent({ service: pds.url })
-  const email = `policy${i}@example.com`
-  await agent.createAccount({ handle: `policy${i}x.test`, email, password: PASSWORD })
-  return { agent, did: agent.session!.did, handle: agent.session!.handle, email }
-}
+const newAccount = () => agentAccount(pds.url, 'policy')
 
 async function confirmEmail(acct: { agent: AtpAgent; email: string }) {
   await acct.agent.com.atproto.server.requestEmailConfirmation()
@@ -297,12 +289,14 @@ describe('auth policy per credential', () => {
       const acct = await newAccount()
       const plain = (await appPassword(acct, 'plain', false)).session!.accessJwt
       const priv = (await appPassword(acct, 'trusted', true)).session!.accessJwt
-      const handle = await call(plain, 'com.atproto.identity.updateHandle', { body: { handle: `moved${n}x.test` } })
+      const handle = await call(plain, 'com.atproto.identity.updateHandle', { body: { handle: acct.handle.replace('policy', 'moved') } })
       expect([handle.status, handle.body.error]).toEqual([403, 'InsufficientScope'])
       const activate = await call(plain, 'com.atproto.server.activateAccount', { method: 'POST' })
       expect([activate.status, activate.body.error]).toEqual([403, 'InsufficientScope'])
       expect((await call(priv, 'com.atproto.server.activateAccount', { method: 'POST' })).status).toBe(200)
-      expect((await call(priv, 'com.atproto.identity.updateHandle', { body: { handle: `moved${n}x.test` } })).status).toBe(200)
+      expect(
+        (await call(priv, 'com.atproto.identity.updateHandle', { body: { handle: acct.handle.replace('policy', 'moved') } })).status,
+      ).toBe(200)
     })
   })
 })

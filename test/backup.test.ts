@@ -9,7 +9,7 @@ import { verifyRepoCar } from '@atproto/repo'
 import { expect, it } from 'vitest'
 import { runCli } from './cli-run.js'
 import { subscribe, seqs } from './firehose-client.js'
-import { bearer, describe, dialect, dropSchema, newAccount, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, dialect, dropSchema, newAccount, PASSWORD, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 
 type Acked = { did: string; rkey: string; cid: string }
 
@@ -132,7 +132,7 @@ describe('backup and restore', () => {
       const fh = await subscribe(url, manifest.seq)
       try {
         const login = await xrpc(url, 'com.atproto.server.createSession', {
-          body: { identifier: users[1].did, password: 'correct horse battery staple' },
+          body: { identifier: users[1].did, password: PASSWORD },
         })
         const after = await xrpc(url, 'com.atproto.repo.createRecord', {
           headers: bearer(login.body.accessJwt),

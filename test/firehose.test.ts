@@ -1,17 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { appendEvent } from '../src/sequencer/index.js'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { describe, newAccount, startTestPds, type TestPds } from './harness.js'
 import { seqs, subscribe } from './firehose-client.js'
 
-let n = 0
-async function createAccount(pds: TestPds) {
-  n++
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle: `fh${n}x.test`, email: `fh${n}@example.com`, password: 'password-1234' },
-  })
-  expect(res.status).toBe(200)
-  return res.body as { did: string; handle: string; accessJwt: string }
-}
+const createAccount = (pds: TestPds) => newAccount(pds.url, 'fh')
 
 const dbSeqs = async (pds: TestPds, after = 0) =>
   (await pds.services.db.selectFrom('event').select('seq').where('seq', '>', after).orderBy('seq').execute()).map((r) => r.seq)

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process'
 import { verifyRepoCar } from '@atproto/repo'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, newAccount, startTestPds, tempDir, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { bearer, describe, newAccount, PASSWORD, startTestPds, tempDir, xrpc, type TestPds } from './harness.js'
 import { sinkEnv, type MailSink } from './mail-sink.js'
 import { runMigration, SPACES_FILE } from '../src/cli/migrate.js'
 import { verifySpaceCar } from '../src/space/car.js'
@@ -22,8 +22,6 @@ let plcUrl: string
 let sink: MailSink
 let origin: TestPds
 let dest: TestPds
-
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 
 /** an account on the origin with `records` posts and `blobs` images, one blob per post */
 async function seed(handle: string, email: string, records: number, blobs: number) {

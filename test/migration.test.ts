@@ -14,7 +14,7 @@ import * as dagCbor from '@ipld/dag-cbor'
 import { CID } from 'multiformats/cid'
 import { sha256 } from 'multiformats/hashes/sha2'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, OFF_NETWORK, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { bearer, describe, OFF_NETWORK, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { didForGenesis, opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { subscribe, type Frame } from './firehose-client.js'
@@ -31,7 +31,6 @@ let origin: TestPds
 let dest: TestPds
 let failNextImport = false
 
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const call = (pds: TestPds, nsid: string, token: string | undefined, opts: Parameters<typeof xrpc>[2] = {}) =>
   xrpc(pds.url, nsid, { ...opts, headers: { ...(token ? bearer(token) : {}), ...opts.headers } })
 

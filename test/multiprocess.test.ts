@@ -11,7 +11,19 @@ import { decode as cborDecode } from '@atproto/lex-cbor'
 import { readCar, verifyRepoCar } from '@atproto/repo'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, dialect, dropSchema, freePort, postgresUrl, redisUrl, tempDir, testEnv, xrpc } from './harness.js'
+import {
+  ADMIN_PASSWORD,
+  bearer,
+  describe,
+  dialect,
+  dropSchema,
+  freePort,
+  postgresUrl,
+  redisUrl,
+  tempDir,
+  testEnv,
+  xrpc,
+} from './harness.js'
 import { commitFromJson, verifyCommit } from '../src/space/commit.js'
 import { verifySpaceCar } from '../src/space/car.js'
 import { LtHash } from '../src/space/lthash.js'
@@ -46,7 +58,6 @@ async function waitHealthy(url: string) {
   throw new Error(`${url} did not become healthy within 10 s`)
 }
 
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const basic = { authorization: 'Basic ' + Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64') }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

@@ -1,23 +1,14 @@
 // The sign-in pages over plain HTTP: page headers and cookies, the device session and its form
 // token, prompt values, remembered accounts, sign-up with and without invite codes, and the
 // budgets of the reset and sign-up forms.
-import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ADMIN_PASSWORD, describe, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { ADMIN_PASSWORD, describe, newAccount as harnessAccount, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
 import { dpopKey, openPage, par, signInAndAllow, submitPage } from './oauth-helpers.js'
 
 let pds: TestPds
 let srv: { url: string; publicUrl: string }
 
-const newHandle = () => `p${randomBytes(4).toString('hex')}.test`
-async function newAccount(target = pds) {
-  const handle = newHandle()
-  const res = await xrpc(target.url, 'com.atproto.server.createAccount', {
-    body: { handle, email: `${handle}@example.com`, password: PASSWORD },
-  })
-  expect(res.status).toBe(200)
-  return { handle, did: res.body.did as string }
-}
+const newAccount = (target = pds) => harnessAccount(target.url, 'p')
 async function request(overrides: Record<string, string> = {}, s = srv) {
   const res = await par(s, await dpopKey(), overrides)
   expect(res.status, res.text).toBe(201)

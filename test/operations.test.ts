@@ -1,10 +1,8 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
-import { describe, dialect, freePort, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, dialect, freePort, startTestPds, xrpc, type TestPds } from './harness.js'
 import { sinkEnv, startMailSink } from './mail-sink.js'
-
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 
 function nested(depth: number): unknown {
   let v: unknown = 1

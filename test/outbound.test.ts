@@ -5,7 +5,7 @@ import { createRequire } from 'node:module'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
 import { isPublicAddress } from '../src/net/guard.js'
-import { bearer, describe, freePort, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, freePort, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { dpopKey, par, REDIRECT } from './oauth-helpers.js'
 import { startNameserver, startTripwire, type Nameserver, type Tripwire } from './tripwire.js'
@@ -19,7 +19,6 @@ let dns: Nameserver
 let wire: Tripwire
 let prod: TestPds
 let dev: TestPds
-let accounts = 0
 
 // A service on loopback, as a hostile document would name it: its did:web document, an XRPC
 // method, OAuth client metadata and a PDS's did.json, each built for the Host it was asked as.
@@ -48,14 +47,7 @@ function serve(req: IncomingMessage, res: ServerResponse) {
   res.writeHead(404).end()
 }
 
-async function account(pds: TestPds) {
-  const n = ++accounts
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle: `out${n}.test`, email: `out${n}@example.com`, password: PASSWORD },
-  })
-  expect(res.status, res.text).toBe(200)
-  return { ...(res.body as { did: string; accessJwt: string }), email: `out${n}@example.com` }
-}
+const account = (pds: TestPds) => newAccount(pds.url, 'out')
 
 describe('outbound guard', () => {
   beforeAll(async () => {

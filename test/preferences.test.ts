@@ -1,20 +1,11 @@
 import { SignJWT } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, JWT_SECRET, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, JWT_SECRET, newAccount, startTestPds, xrpc, type TestPds } from './harness.js'
 
 let pds: TestPds
-let n = 0
 
-async function account() {
-  n++
-  const res = await xrpc(pds.url, 'com.atproto.server.createAccount', {
-    body: { handle: `pref${n}.test`, email: `pref${n}@example.com`, password: 'hunter2hunter2' },
-  })
-  expect(res.status, res.text).toBe(200)
-  return res.body as { did: string; accessJwt: string }
-}
+const account = () => newAccount(pds.url, 'pref')
 
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const get = (token: string) => xrpc(pds.url, 'app.bsky.actor.getPreferences', { headers: bearer(token) })
 const put = (token: string, preferences: unknown) =>
   xrpc(pds.url, 'app.bsky.actor.putPreferences', { body: { preferences }, headers: bearer(token) })

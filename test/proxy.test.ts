@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { verifyJwt } from '@atproto/xrpc-server'
 import { decodeJwt, decodeProtectedHeader } from 'jose'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, startTestPds, xrpc, type TestPds } from './harness.js'
 
 // A stand-in AppView on loopback: serves its did:web document and verifies every service-auth
 // JWT it receives against the calling user's DID document, as a real AppView does.
@@ -105,8 +105,6 @@ async function account(on: TestPds, name: string) {
   appview.userKeys.set(res.body.did, `did:key:${key}`)
   return res.body
 }
-
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 
 describe('service proxying', () => {
   beforeAll(async () => {

@@ -12,7 +12,7 @@ import { factorsOf } from '../src/account/factors/index.js'
 import { serverSignsFor } from '../src/identity/control.js'
 import { accountPage } from '../src/web/account/views/page.js'
 import { serverInfo } from '../src/web/layout.js'
-import { bearer, describe, newAgent, startTestPds, xrpc, type TestPds } from './harness.js'
+import { bearer, describe, newAgent, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { startPlc, type Plc } from './network-services.js'
 
 let plc: Plc
@@ -98,7 +98,7 @@ describe('user-held rotation keys', () => {
     await agent.com.atproto.server.activateAccount()
     expect((await agent.com.atproto.server.checkAccountStatus()).data.activated).toBe(true)
     const fresh = new AtpAgent({ service: pds.url })
-    await fresh.login({ identifier: 'rotkeyown.test', password: 'correct horse battery staple' })
+    await fresh.login({ identifier: 'rotkeyown.test', password: PASSWORD })
     expect(fresh.session!.did).toBe(did)
   })
 

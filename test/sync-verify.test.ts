@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { Secp256k1Keypair } from '@atproto/crypto'
 import { blocksToCarFile, MemoryBlockstore, MST, Repo, WriteOpAction } from '@atproto/repo'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describe, newAccount, startTestPds, xrpc, PASSWORD, type TestPds } from './harness.js'
+import { bearer, describe, newAccount, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
 import { subscribe, type Consumer } from './firehose-client.js'
 import { startMailSink, sinkEnv, type MailSink } from './mail-sink.js'
 import { opCid, signOp, type UnsignedPlcOp } from '../src/identity/plc.js'
@@ -25,7 +25,6 @@ let origin: Hose
 let dest: Hose
 let alice: { did: string; accessJwt: string }
 
-const bearer = (t: string) => ({ authorization: `Bearer ${t}` })
 const call = (pds: TestPds, nsid: string, token: string | undefined, opts: Parameters<typeof xrpc>[2] = {}) =>
   xrpc(pds.url, nsid, { ...opts, headers: { ...(token ? bearer(token) : {}), ...opts.headers } })
 
