@@ -13,7 +13,7 @@ import type { ImportHooks } from './move/import-repo.js'
 import type { OutboundGuard } from './net/guard.js'
 import type { DidResolver } from './identity/did-resolver.js'
 import type { PasswordGuard } from './budgets.js'
-import type { NotifyWrite } from './space/repo-write.js'
+import type { NotifySpacesDeleted, NotifyWrite } from './space/repo-write.js'
 
 /** fault injection for tests (StartOptions.testHooks); never set in production */
 export type TestHooks = { importRepo?: ImportHooks }
@@ -41,5 +41,7 @@ export type Services = {
   passwords: PasswordGuard
   /** tells a space's host of a committed write to a permissioned repo (best effort) */
   notifyWrite: NotifyWrite
+  /** tells the syncers of the spaces an account's deletion took with it (best effort) */
+  notifySpacesDeleted: NotifySpacesDeleted
   testHooks?: TestHooks
 }

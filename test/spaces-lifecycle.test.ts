@@ -2,8 +2,9 @@
 // a credential minted by A reads members' repos on B, and is answered RepoDeactivated or
 // RepoTakendown while a member is switched off (the member still reads its own); A serves no
 // space of an authority that is deactivated or taken down, and serves it again once it is back;
-// deleting an account through the emailed-token flow takes its permissioned repos with it and
-// leaves the spaces it governed as tombstones.
+// deleting an account through the emailed-token flow or the operator's method takes its
+// permissioned repos with it, leaves the spaces it governed as tombstones, and tells their
+// registered syncers once the deletion committed.
 import { createRequire } from 'node:module'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { ADMIN_PASSWORD, bearer, describe, newAccount, PASSWORD, startTestPds, xrpc, type TestPds } from './harness.js'
@@ -245,6 +246,10 @@ describe('spaces through account lifecycles', () => {
       headers: bearer(frank.accessJwt),
     })
     expect(del.status, del.text).toBe(200)
+    const deleted = await syncer.next(`${S}.notifySpaceDeleted`, (n) => n.space === hosted)
+    expect(deleted.body).toEqual({ space: hosted })
+    const auth = JSON.parse(Buffer.from(deleted.auth!.slice(7).split('.')[1], 'base64url').toString())
+    expect(auth).toMatchObject({ iss: frank.did, aud: `${syncer.did}#syncer`, lxm: `${S}.notifySpaceDeleted` })
 
     for (const table of ['space_repo', 'space_record', 'space_op', 'space_record_blob', 'space_writer'] as const)
       expect(await mine(table)).toBe(0)
@@ -263,5 +268,28 @@ describe('spaces through account lifecycles', () => {
       headers: bearer(bob.accessJwt),
     })
     expect(kept.status, kept.text).toBe(200)
+  })
+
+  it("tells a deleted authority's syncers once, for its live spaces only, when the operator deletes it", async () => {
+    const gina = await newAccount(a.url, 'lcgina')
+    const live = await governedSpace(gina, 'live', [])
+    const gone = await governedSpace(gina, 'gone', [])
+    const service = `${syncer.did}#syncer`
+    for (const space of [live, gone]) {
+      const cred = await credentialOf(a, gina, space)
+      expect((await withCredential(a, cred, `${S}.registerNotify`, {}, { space, service })).status).toBe(200)
+    }
+    const dropped = await xrpc(a.url, `${SS}.deleteSpace`, { body: { space: gone }, headers: bearer(gina.accessJwt) })
+    expect(dropped.status, dropped.text).toBe(200)
+    await syncer.next(`${S}.notifySpaceDeleted`, (n) => n.space === gone)
+
+    const del = await xrpc(a.url, 'com.atproto.admin.deleteAccount', { body: { did: gina.did }, headers: admin })
+    expect(del.status, del.text).toBe(200)
+    await syncer.next(`${S}.notifySpaceDeleted`, (n) => n.space === live)
+    // a second deletion changes nothing and tells nobody again
+    expect((await xrpc(a.url, 'com.atproto.admin.deleteAccount', { body: { did: gina.did }, headers: admin })).status).toBe(200)
+    await new Promise((r) => setTimeout(r, 300))
+    const heard = syncer.received.filter((n) => n.lxm === `${S}.notifySpaceDeleted` && [live, gone].includes(n.body?.space))
+    expect(heard.map((n) => n.body.space).sort()).toEqual([gone, live].sort())
   })
 })

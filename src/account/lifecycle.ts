@@ -9,7 +9,10 @@ import { consumeEmailToken } from './email-tokens.js'
 import { accountEvent, identityEvent, tombstoneEvent } from '../sequencer/index.js'
 import type { Store } from '../db/schema.js'
 import { endAccess } from './end-access.js'
-import { deleteSpaceRepos } from '../space/repo-write.js'
+import { deleteSpaceRepos, type NotifySpacesDeleted } from '../space/repo-write.js'
+
+/** what a deletion needs: the store, and the space host's word to the syncers of the spaces it takes */
+export type DeletionDeps = { db: Db; notifySpacesDeleted: NotifySpacesDeleted }
 
 async function transition(trx: Store, did: string, from: AccountStatus[], to: AccountStatus, extra: { takedown_ref?: string | null } = {}) {
   const res = await trx
@@ -45,12 +48,16 @@ export const activate = (db: Db, did: string) =>
     return changed
   })
 
-/** → deleted, record kept, its access ended; `#account` then `#tombstone` (call inside a transaction) */
-export async function markDeleted(trx: Tx, did: string) {
+/**
+ * → deleted, record kept, its access ended; `#account` then `#tombstone` (call inside a
+ * transaction). The syncers of the spaces it governed are told only once the deletion committed.
+ */
+export async function markDeleted(trx: Tx, did: string, notifySpacesDeleted: NotifySpacesDeleted) {
   const changed = await transition(trx, did, ['active', 'deactivated', 'takendown'], 'deleted')
   if (changed) {
     await endAccess(trx, did, 'deletion')
-    await deleteSpaceRepos(trx, did)
+    const spaces = await deleteSpaceRepos(trx, did)
+    if (spaces.length > 0) trx.onCommit(() => notifySpacesDeleted(spaces))
     await accountEvent(trx, did, 'deleted')
     await tombstoneEvent(trx, did)
   }
@@ -77,13 +84,13 @@ export const restore = (db: Db, did: string) =>
   })
 
 /** the account's own deletion: consumes its delete-account token (a miss is 400 InvalidToken) and marks it deleted */
-export async function deleteWithToken(db: Db, did: string, token: string) {
-  await db.transact(async (trx) => {
+export async function deleteWithToken(deps: DeletionDeps, did: string, token: string) {
+  await deps.db.transact(async (trx) => {
     const hit = await consumeEmailToken(trx, did, 'delete-account', token)
     if (!hit) throw xrpcError('InvalidToken', 'Token is invalid or expired', 400)
-    await markDeleted(trx, did)
+    await markDeleted(trx, did, deps.notifySpacesDeleted)
   })
 }
 
 /** the operator's deletion */
-export const deleteAccount = (db: Db, did: string) => db.transact((trx) => markDeleted(trx, did))
+export const deleteAccount = (deps: DeletionDeps, did: string) => deps.db.transact((trx) => markDeleted(trx, did, deps.notifySpacesDeleted))

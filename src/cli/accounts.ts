@@ -111,7 +111,9 @@ export const accountCommands: Record<string, Command> = {
     usage: 'account delete <did|handle|email>   status deleted (#account and #tombstone events), as a user deletion',
     async run(ctx, p) {
       const a = await target(ctx, p, 'account delete')
-      await ctx.db.transact((trx) => markDeleted(trx, a.did))
+      // the command runs without the server's outbound wiring, so registered syncers are not
+      // told; they find the space gone at their next credential (SpaceDeleted) or listRepos
+      await ctx.db.transact((trx) => markDeleted(trx, a.did, () => {}))
       output(p.json, { did: a.did, status: 'deleted' })
       return 0
     },

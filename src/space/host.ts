@@ -9,6 +9,7 @@ import { readCapped } from '../outbound.js'
 import { mintServiceAuth } from '../auth/service-auth.js'
 import { spaceError } from './errors.js'
 import { parseSpaceRef, type SpaceRef } from './refs.js'
+import type { NotifySpacesDeleted } from './repo-write.js'
 
 const DEFS = 'com.atproto.simplespace.defs'
 export const PUBLIC_POLICY = `${DEFS}#publicPolicy`
@@ -212,6 +213,23 @@ export async function deleteSpace(
     await dropOwnRepo(tx)
     tx.onCommit(() => fanOut(deps, space, services, NOTIFY_DELETED, { space: space.uri }))
   })
+}
+
+/**
+ * The space host's side of an authority's account deletion, which tombstoned its spaces in the
+ * account's transaction: once that committed, each space's registered syncers hear
+ * notifySpaceDeleted as from deleteSpace.
+ */
+export function spacesDeletedHook(deps: HostDeps): NotifySpacesDeleted {
+  return (spaces) => {
+    for (const { space, services } of spaces) {
+      try {
+        fanOut(deps, parseSpaceRef(space), services, NOTIFY_DELETED, { space })
+      } catch (err) {
+        deps.logger.warn({ err, space }, 'the syncers of a deleted space were not notified')
+      }
+    }
+  }
 }
 
 /** registers `service` for the space's notifications (replacing and extending an earlier one) */

@@ -18,6 +18,12 @@ export type NotifyWrite = (space: string, did: string, rev: string, hash: Uint8A
 /** the default hook: no space host is told anything */
 export const notifyNothing: NotifyWrite = () => {}
 
+/** a space deleted with its authority's account, and the syncers registered for it until then */
+export type DeletedSpace = { space: string; services: string[] }
+
+/** tells those syncers of the deletion, once it committed; best effort, never throws */
+export type NotifySpacesDeleted = (spaces: DeletedSpace[]) => void
+
 export const MAX_SPACE_WRITES = 200
 
 export type SpaceWrite =
@@ -218,8 +224,21 @@ export async function deleteSpaceRepo(trx: Store, space: string, did: string): P
  * and its place in the writer sets of spaces governed here; the spaces it governs become
  * tombstones as deleteSpace leaves them (credentials answer SpaceDeleted), with their member
  * lists, writer sets and registrations gone. Other members' repos stay with their owners.
+ * Returns those spaces with the syncers registered for them, for the caller to tell once it committed.
  */
-export async function deleteSpaceRepos(trx: Store, did: string): Promise<void> {
+export async function deleteSpaceRepos(trx: Store, did: string): Promise<DeletedSpace[]> {
+  // read before the registrations go: these syncers are owed a notifySpaceDeleted
+  const registered = await trx
+    .selectFrom('space_notify')
+    .innerJoin('space_config', 'space_config.space', 'space_notify.space')
+    .select(['space_notify.space', 'space_notify.service'])
+    .where('space_config.authority', '=', did)
+    .where('space_config.deleted_at', 'is', null)
+    .where('space_notify.expires_at', '>', new Date().toISOString())
+    .orderBy('space_notify.space')
+    .execute()
+  const deleted = new Map<string, string[]>()
+  for (const r of registered) deleted.set(r.space, [...(deleted.get(r.space) ?? []), r.service])
   for (const table of ['space_record_blob', 'space_op', 'space_record', 'space_repo', 'space_writer'] as const) {
     await trx.deleteFrom(table).where('did', '=', did).execute()
   }
@@ -233,4 +252,5 @@ export async function deleteSpaceRepos(trx: Store, did: string): Promise<void> {
     .where('authority', '=', did)
     .where('deleted_at', 'is', null)
     .execute()
+  return [...deleted].map(([space, services]) => ({ space, services }))
 }

@@ -29,7 +29,7 @@ import { stage } from '../startup-errors.js'
 import { FIREHOSE_TUNING, JOBS, REDIS_COMMAND_MS, REDIS_READY_MS } from '../limits.js'
 import type { Lifecycle } from './lifecycle.js'
 import { notifyNothing } from '../space/repo-write.js'
-import { notifyWriteHook } from '../space/host.js'
+import { notifyWriteHook, spacesDeletedHook } from '../space/host.js'
 
 export async function startServices(
   config: Config,
@@ -73,10 +73,12 @@ export async function startServices(
     didResolver: new DidResolver(db, config.plcUrl, outbound),
     passwords: rateLimits,
     notifyWrite: notifyNothing,
+    notifySpacesDeleted: () => {},
     testHooks: opts.testHooks,
   }
   // the repo host tells each write's space host; the hook needs the services it is part of
   services.notifyWrite = notifyWriteHook(services)
+  services.notifySpacesDeleted = spacesDeletedHook(services)
   registerGauges(services)
   return { services, rateLimits }
 }

@@ -34,7 +34,7 @@ export type Section = (typeof SECTIONS)[number]
 
 export type AccountDeps = Pick<
   Services,
-  'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'rotationKey' | 'outbound' | 'blobstore'
+  'config' | 'db' | 'oauth' | 'passwords' | 'mailer' | 'logger' | 'rotationKey' | 'outbound' | 'blobstore' | 'notifySpacesDeleted'
 >
 
 /** what a row of the account page answers */

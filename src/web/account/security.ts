@@ -130,7 +130,7 @@ export function securityRows(kit: AccountKit): AccountRowDef[] {
       async ({ res, device, account, fields: f, budget }) => {
         const wrong = wrongPassword(await flow.checkPassword(deps, account, f.password ?? '', budget))
         if (wrong) return wrong
-        await deleteWithToken(db, account.did, (f.token ?? '').trim())
+        await deleteWithToken(deps, account.did, (f.token ?? '').trim())
         await forgetAccount(db, device.id, account.did)
         clearCookie(res, CURRENT, { publicUrl: config.publicUrl, path: PATH })
         return page(deletedPage(kit.server))

@@ -4,7 +4,7 @@ import { method } from '#src/api/method.js'
 import { accountByDid } from '#src/account/admin-views.js'
 import { deleteAccount } from '#src/account/lifecycle.js'
 
-export default method('com.atproto.admin.deleteAccount', ({ db }) => async ({ input }) => {
+export default method('com.atproto.admin.deleteAccount', ({ db, notifySpacesDeleted }) => async ({ input }) => {
   await accountByDid(db, input.body.did)
-  await deleteAccount(db, input.body.did)
+  await deleteAccount({ db, notifySpacesDeleted }, input.body.did)
 })

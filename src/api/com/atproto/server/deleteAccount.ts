@@ -7,11 +7,11 @@ import { xrpcError } from '#src/errors.js'
 import { checkMainPassword } from '#src/account/login.js'
 import { deleteWithToken } from '#src/account/lifecycle.js'
 
-export default method('com.atproto.server.deleteAccount', ({ db }) => async ({ auth, input }) => {
+export default method('com.atproto.server.deleteAccount', ({ db, notifySpacesDeleted }) => async ({ auth, input }) => {
   const { account } = auth.credentials
   const { did, password, token } = input.body
   if (did !== account.did) throw xrpcError('InvalidRequest', 'did does not match the authenticated account')
   if (!(await checkMainPassword(account, password)))
     throw xrpcError('AuthenticationRequired', 'Invalid password (app passwords are not accepted here)')
-  await deleteWithToken(db, did, token)
+  await deleteWithToken({ db, notifySpacesDeleted }, did, token)
 })
