@@ -15,6 +15,7 @@ export const LAYERS = [
       'limits.ts',
       'metrics.ts',
       'outbound.ts',
+      'node-http.ts',
       'runtime.ts',
       'startup-errors.ts',
       'budgets.ts',

@@ -3,10 +3,10 @@
 // not through the system's resolver. Requests to addresses a caller chose go through the
 // outbound guard, which resolves through the same servers and vets each address as well.
 import { lookup as systemLookup, type LookupAddress, type LookupOptions } from 'node:dns'
-import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import { Resolver } from 'node:dns/promises'
 import { isIP } from 'node:net'
+import { http } from '../node-http.js'
 import { undici } from '../outbound.js'
 
 export type Address = { address: string; family: number }
@@ -96,5 +96,5 @@ export async function useNameserversForHttp(nameservers: string[]): Promise<() =
 export function s3RequestHandler(nameservers: string[] | undefined) {
   if (!nameservers?.length) return undefined
   const lookup = nameserverLookup(nameservers) as never
-  return { httpAgent: new HttpAgent({ keepAlive: true, lookup }), httpsAgent: new HttpsAgent({ keepAlive: true, lookup }) }
+  return { httpAgent: new http.Agent({ keepAlive: true, lookup }), httpsAgent: new HttpsAgent({ keepAlive: true, lookup }) }
 }

@@ -1,6 +1,6 @@
 // The HTTP listener with the request limits (slowloris timeouts, header size), its WebSocket
 // upgrades, and its drain at shutdown.
-import { createServer as createHttpServer, STATUS_CODES, type Server as HttpServer } from 'node:http'
+import type { Server as HttpServer } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type express from 'express'
 import type { Server as XrpcServer } from '@atproto/xrpc-server'
@@ -8,6 +8,7 @@ import { clientAddress } from '../auth/rate-limits.js'
 import { streamServers } from '../patches/xrpc-server.js'
 import type { Refusal, StreamAdmission } from '../sequencer/admission.js'
 import { SHUTDOWN, type HttpLimits } from '../limits.js'
+import { http } from '../node-http.js'
 
 // Upgrades go to the XRPC subscriptions, as xrpc-server's own listen hook would route them.
 export async function listen(
@@ -17,7 +18,7 @@ export async function listen(
   bind: string,
   limits: HttpLimits,
 ): Promise<HttpServer> {
-  const server = createHttpServer(
+  const server = http.createServer(
     {
       maxHeaderSize: limits.maxHeaderBytes,
       headersTimeout: limits.headersTimeoutMs,
@@ -59,19 +60,19 @@ export async function listen(
 function refuseUpgrade(socket: Duplex, { status, error, message }: Refusal) {
   const body = JSON.stringify({ error, message })
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     () => socket.destroy(),
   )
 }
 
 /** stops accepting and lets requests in flight finish, cutting off what is left after the drain time */
-export async function drain(http: HttpServer, xrpc: XrpcServer) {
-  const done = new Promise<void>((resolve) => http.close(() => resolve()))
+export async function drain(server: HttpServer, xrpc: XrpcServer) {
+  const done = new Promise<void>((resolve) => server.close(() => resolve()))
   closeStreams(xrpc)
   // keep-alive connections turn idle as their last response ends: close them as they do
-  const sweep = setInterval(() => http.closeIdleConnections(), SHUTDOWN.idleSweepMs)
-  const timer = setTimeout(() => http.closeAllConnections(), SHUTDOWN.drainMs)
+  const sweep = setInterval(() => server.closeIdleConnections(), SHUTDOWN.idleSweepMs)
+  const timer = setTimeout(() => server.closeAllConnections(), SHUTDOWN.drainMs)
   await done
   clearInterval(sweep)
   clearTimeout(timer)
