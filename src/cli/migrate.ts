@@ -12,12 +12,17 @@
 // the command saves each one (its CAR and blobs) from the origin into a directory, says so, and
 // leaves them on the origin, where the deactivated account still reads its own. The spaces the
 // account governs are created again on the destination with their policies and member lists.
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { verifyRepoCar } from '@atproto/repo'
 import { x as untar } from 'tar'
-import { BLOB_DIR, EXPORT_FORMAT, MANIFEST_FILE, SPACE_DIR, type ExportedSpaces, type ExportManifest } from '../account/export.js'
+import { BLOB_DIR, EXPORT_FORMAT, MANIFEST_FILE, SPACE_DIR, type ExportManifest } from '../account/export.js'
+import { bar, kb, MigrateError, plcMode, Xrpc, type MigrateIo } from './migrate-xrpc.js'
+import { defaultSpacesDir, recreateSpaces, saveSpaces, type SavedSpaces } from './migrate-spaces.js'
+
+export { MigrateError, type MigrateIo } from './migrate-xrpc.js'
+export { SPACES_FILE } from './migrate-spaces.js'
 
 export type MigrateOptions = {
   /** the origin; without it, `fromExport` is imported into an account already on `to` */
@@ -39,15 +44,6 @@ export type MigrateOptions = {
   spacesDir?: string
 }
 
-export type MigrateIo = {
-  /** one line of progress */
-  log(line: string): void
-  /** the emailed PLC token; undefined when nobody can be asked */
-  askToken?(question: string): Promise<string | undefined>
-  /** stops the run between two steps (tests: an interruption mid-blobs) */
-  signal?: AbortSignal
-}
-
 export type MigrateSummary = {
   did: string
   flow: 'spec' | 'standard'
@@ -58,70 +54,6 @@ export type MigrateSummary = {
   active: boolean
   /** permissioned repos saved (where), and governed spaces created again on the destination */
   spaces: { repos: number; savedTo?: string; governed: number; recreated: number }
-}
-
-export class MigrateError extends Error {}
-
-class Xrpc {
-  constructor(
-    readonly url: string,
-    public token?: string,
-  ) {}
-  async call(
-    nsid: string,
-    opts: { params?: Record<string, string>; body?: unknown; raw?: Uint8Array; type?: string; token?: string; post?: boolean } = {},
-  ) {
-    const qs = opts.params ? '?' + new URLSearchParams(opts.params) : ''
-    const token = opts.token ?? this.token
-    const post = opts.post || opts.body !== undefined || opts.raw !== undefined
-    const res = await fetch(`${this.url}/xrpc/${nsid}${qs}`, {
-      method: post ? 'POST' : 'GET',
-      headers: {
-        ...(token ? { authorization: `Bearer ${token}` } : {}),
-        ...(opts.raw
-          ? { 'content-type': opts.type ?? 'application/octet-stream' }
-          : opts.body !== undefined
-            ? { 'content-type': 'application/json' }
-            : {}),
-      },
-      body: opts.raw ?? (opts.body !== undefined ? JSON.stringify(opts.body) : undefined),
-      signal: AbortSignal.timeout(120_000),
-    })
-    const ct = res.headers.get('content-type') ?? ''
-    const bytes = new Uint8Array(await res.arrayBuffer())
-    const json = ct.includes('json') && bytes.length ? JSON.parse(Buffer.from(bytes).toString('utf8')) : undefined
-    return { status: res.status, json, bytes, contentType: ct }
-  }
-  async ok(nsid: string, opts: Parameters<Xrpc['call']>[1] = {}) {
-    const res = await this.call(nsid, opts)
-    if (res.status !== 200) {
-      throw new MigrateError(`${nsid} on ${this.url} failed: ${res.status} ${res.json?.error ?? ''} ${res.json?.message ?? ''}`.trim())
-    }
-    return res
-  }
-  /** true unless the server says it does not serve the method */
-  async serves(nsid: string, post: boolean) {
-    const res = await this.call(nsid, post ? { body: {} } : {})
-    return res.status !== 404 && res.json?.error !== 'MethodNotImplemented'
-  }
-}
-
-/** `local` when the server says its DIDs live in its own log; undefined when it does not say */
-async function plcMode(x: Xrpc): Promise<string | undefined> {
-  try {
-    const res = await fetch(`${x.url}/xrpc/_health`, { signal: AbortSignal.timeout(10_000) })
-    const body = (await res.json()) as { plc?: unknown }
-    return typeof body?.plc === 'string' ? body.plc : undefined
-  } catch {
-    return undefined
-  }
-}
-
-const kb = (n: number) => (n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 / 1024).toFixed(1)} MB`)
-function bar(done: number, total: number) {
-  const width = 20
-  const filled = total ? Math.round((done / total) * width) : width
-  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`
 }
 
 export async function runMigration(opts: MigrateOptions, io: MigrateIo): Promise<MigrateSummary> {
@@ -500,13 +432,6 @@ async function importExport(opts: MigrateOptions & { fromExport: ExportSource },
   return summary
 }
 
-/** the file the saved permissioned repos are described in, written last (a directory with it is whole) */
-export const SPACES_FILE = 'spaces.json'
-
-const defaultSpacesDir = (did: string) => resolve(`spaces-${did.replace(/[^A-Za-z0-9._-]/g, '_')}`)
-
-type SavedSpaces = { saved: ExportedSpaces; savedTo?: string }
-
 /** an export's permissioned repos: already files in it, under spaces/ */
 function exportedSpaces(source: ExportSource, io: MigrateIo): SavedSpaces {
   const saved = source.manifest.spaces ?? { repos: [], governed: [] }
@@ -514,135 +439,4 @@ function exportedSpaces(source: ExportSource, io: MigrateIo): SavedSpaces {
     io.log(`      ${saved.repos.length} permissioned repos are in the export at ${source.path} (${SPACE_DIR}/); no server imports them yet`)
   } else io.log('      none in the export')
   return { saved, savedTo: saved.repos.length ? join(source.path, SPACE_DIR) : undefined }
-}
-
-/**
- * Saves every permissioned repo of `did` on the origin into `dir`: `<n>.car` as space.getRepo
- * gives it, the blobs its records reference under blobs/, and spaces.json describing them and
- * the spaces `did` governs. A directory that already has spaces.json is the earlier run's (the
- * origin may have deactivated the account since, and no longer answers for what it governs).
- */
-async function saveSpaces(origin: Xrpc, did: string, dir: string, io: MigrateIo): Promise<SavedSpaces> {
-  const done = await readFile(join(dir, SPACES_FILE), 'utf8').catch(() => undefined)
-  if (done !== undefined) {
-    const saved = JSON.parse(done) as ExportedSpaces
-    io.log(`      already saved in ${dir}: ${saved.repos.length} permissioned repos, ${saved.governed.length} spaces governed`)
-    return { saved, savedTo: dir }
-  }
-  const saved: ExportedSpaces = { repos: [], governed: [] }
-  const probe = await origin.call('com.atproto.space.listSpaces', { params: { limit: '1' } })
-  if (probe.status !== 200) {
-    io.log(`      ${origin.url} keeps no permissioned repos (listSpaces: ${probe.status} ${probe.json?.error ?? ''})`.trimEnd())
-    return { saved }
-  }
-  const uris: string[] = []
-  let cursor: string | undefined
-  for (let i = 0; i < 10_000; i++) {
-    const page = (await origin.ok('com.atproto.space.listSpaces', { params: { limit: '100', ...(cursor ? { cursor } : {}) } })).json
-    uris.push(...page.spaces.map((s: { uri: string }) => s.uri))
-    cursor = page.cursor
-    if (!cursor || !page.spaces.length) break
-  }
-  if (!uris.length) {
-    io.log('      none')
-    return { saved }
-  }
-  await mkdir(join(dir, BLOB_DIR), { recursive: true })
-  for (const space of uris) {
-    const car = await origin.call('com.atproto.space.getRepo', { params: { space, repo: did } })
-    if (car.status === 200) {
-      const file = `${String(saved.repos.length + 1).padStart(4, '0')}.car`
-      await writeFile(join(dir, file), car.bytes, { mode: 0o600 })
-      const blobs: string[] = []
-      let after: string | undefined
-      for (let i = 0; i < 10_000; i++) {
-        const page = (
-          await origin.ok('com.atproto.space.listBlobs', {
-            params: { space, repo: did, limit: '1000', ...(after ? { cursor: after } : {}) },
-          })
-        ).json
-        for (const cid of page.cids as string[]) {
-          const blob = await origin.ok('com.atproto.space.getBlob', { params: { space, repo: did, cid } })
-          await writeFile(join(dir, BLOB_DIR, cid), blob.bytes, { mode: 0o600 })
-          blobs.push(cid)
-        }
-        after = page.cursor
-        if (!after || !page.cids.length) break
-      }
-      const records = await countSpaceRecords(origin, space, did)
-      const rev = (await origin.ok('com.atproto.space.getLatestCommit', { params: { space, repo: did } })).json.commit.rev
-      saved.repos.push({ space, file, rev, records, blobs })
-    } else if (car.json?.error !== 'RepoNotFound') {
-      throw new MigrateError(`com.atproto.space.getRepo of ${space} on ${origin.url} failed: ${car.status} ${car.json?.error ?? ''}`.trim())
-    }
-    if (space.startsWith(`at://${did}/`)) {
-      const got = await origin.call('com.atproto.simplespace.getSpace', { params: { space } })
-      if (got.status === 200) {
-        const members: string[] = []
-        let after: string | undefined
-        for (let i = 0; i < 10_000; i++) {
-          const page = (
-            await origin.ok('com.atproto.simplespace.listMembers', {
-              params: { space, limit: '1000', ...(after ? { cursor: after } : {}) },
-            })
-          ).json
-          members.push(...page.members.map((m: { did: string }) => m.did))
-          after = page.cursor
-          if (!after || !page.members.length) break
-        }
-        const parts = space.split('/')
-        saved.governed.push({ space, type: parts[4], skey: parts[5], policy: got.json.policy, appAccess: got.json.appAccess, members })
-      }
-    }
-  }
-  await writeFile(
-    join(dir, SPACES_FILE),
-    JSON.stringify({ did, origin: origin.url, savedAt: new Date().toISOString(), ...saved }, null, 2) + '\n',
-    {
-      mode: 0o600,
-    },
-  )
-  if (saved.repos.length) {
-    io.log(`      ${saved.repos.length} permissioned repos saved to ${dir}`)
-    io.log('      no server can import a permissioned repo yet: the destination starts without them; they stay on')
-    io.log(`      ${origin.url}, where the account (deactivated) still reads its own, until it is deleted there`)
-  }
-  return { saved, savedTo: dir }
-}
-
-async function countSpaceRecords(server: Xrpc, space: string, did: string): Promise<number> {
-  let n = 0
-  let cursor: string | undefined
-  for (let i = 0; i < 10_000; i++) {
-    const params = { space, repo: did, limit: '1000', excludeValues: 'true', ...(cursor ? { cursor } : {}) }
-    const page = (await server.ok('com.atproto.space.listRecords', { params })).json
-    n += page.records.length
-    cursor = page.cursor
-    if (!cursor || !page.records.length) break
-  }
-  return n
-}
-
-/**
- * The spaces the account governs, created again on the destination (its own account, active)
- * with their policies and member lists, so members' apps find the space where the DID document
- * now points. Already there counts as done; a destination without Spaces is reported, not fatal.
- */
-async function recreateSpaces(dest: Xrpc, saved: ExportedSpaces, io: MigrateIo): Promise<number> {
-  let recreated = 0
-  for (const g of saved.governed) {
-    const res = await dest.call('com.atproto.simplespace.createSpace', {
-      body: { type: g.type, skey: g.skey, policy: g.policy, appAccess: g.appAccess },
-    })
-    if (res.status !== 200 && res.json?.error !== 'SpaceAlreadyExists') {
-      io.log(
-        `      ${g.space} could not be created on ${dest.url} (${res.status} ${res.json?.error ?? ''}); its policies and members are in the saved copy`,
-      )
-      continue
-    }
-    for (const member of g.members) await dest.ok('com.atproto.simplespace.addMember', { body: { space: g.space, did: member } })
-    recreated++
-  }
-  if (saved.governed.length) io.log(`      ${recreated}/${saved.governed.length} governed spaces created on ${dest.url} with their members`)
-  return recreated
 }
