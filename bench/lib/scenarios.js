@@ -281,8 +281,8 @@ export const SCENARIOS = [
   createRecordScenario('createRecord.eight', 'createRecord, 8 accounts (c=8)', 8),
   // the same posts into each account's own permissioned repo in a space it created: the LtHash,
   // the operation log and the write notification in place of the MST, the commit and the firehose
-  spaceCreateRecordScenario('createRecord.space.one', 'space createRecord, one account (c=1)', 1),
-  spaceCreateRecordScenario('createRecord.space.eight', 'space createRecord, 8 accounts (c=8)', 8),
+  createRecordScenario('createRecord.space.one', 'space createRecord, one account (c=1)', 1, { space: true }),
+  createRecordScenario('createRecord.space.eight', 'space createRecord, 8 accounts (c=8)', 8, { space: true }),
   // the same writes by OAuth apps: DPoP on every call, then the permission check, with the wide
   // transitional grant and with the one granular permission a posting app asks for
   oauthCreateRecordScenario('createRecord.oauth.generic', 'createRecord, OAuth transition:generic (c=8)', 'atproto transition:generic'),
@@ -668,61 +668,35 @@ export async function runScenario(t, s, p) {
   }
 }
 
-/** createRecord with one writer per account, `accounts` of them at once */
-function createRecordScenario(key, name, accounts) {
-  return {
-    key,
-    name,
-    metric: 'req/s',
-    setup: async (t) => {
-      const [a] = await t.ensureAccounts(accounts)
-      await naOnNotImplemented(() =>
-        t.x.call('com.atproto.repo.createRecord', {
+/**
+ * createRecord with one writer per account, `accounts` of them at once; with `space`,
+ * com.atproto.space.createRecord of the same record, each account into its own repo in a space
+ * it created
+ */
+function createRecordScenario(key, name, accounts, { space = false } = {}) {
+  const write = (t, a, i) =>
+    space
+      ? t.x.call('com.atproto.space.createRecord', {
           token: a.accessJwt,
-          body: { repo: a.did, collection: POST, record: post(-1) },
-        }),
-      )
-    },
-    run: (t, p) =>
-      runLoad({
-        concurrency: accounts,
-        durationMs: p.seconds * 1000,
-        op: (i, w) =>
-          t.x.call('com.atproto.repo.createRecord', {
-            token: t.accounts[w].accessJwt,
-            body: { repo: t.accounts[w].did, collection: POST, record: post(i) },
-          }),
-      }),
-  }
-}
-
-/** com.atproto.space.createRecord with one writer per account, each into its own repo in its own space */
-function spaceCreateRecordScenario(key, name, accounts) {
+          body: { space: a.space, repo: a.did, collection: POST, record: post(i) },
+        })
+      : t.x.call('com.atproto.repo.createRecord', { token: a.accessJwt, body: { repo: a.did, collection: POST, record: post(i) } })
   return {
     key,
     name,
     metric: 'req/s',
     setup: async (t) => {
       const list = await t.ensureAccounts(accounts)
-      for (const a of list) await t.space(a)
-      // the repo exists before the measure, as the public one does
-      await naOnNotImplemented(() =>
-        t.x.call('com.atproto.space.createRecord', {
-          token: list[0].accessJwt,
-          body: { space: list[0].space, repo: list[0].did, collection: POST, record: post(-1) },
-        }),
-      )
+      if (space) for (const a of list) await t.space(a)
+      // the repo exists before the measure
+      await naOnNotImplemented(() => write(t, list[0], -1))
       return list
     },
     run: (t, p, list) =>
       runLoad({
         concurrency: accounts,
         durationMs: p.seconds * 1000,
-        op: (i, w) =>
-          t.x.call('com.atproto.space.createRecord', {
-            token: list[w].accessJwt,
-            body: { space: list[w].space, repo: list[w].did, collection: POST, record: post(i) },
-          }),
+        op: (i, w) => write(t, list[w], i),
       }),
   }
 }
