@@ -1,5 +1,5 @@
 import type { SelectQueryBuilder } from 'kysely'
-import type { Dialect } from './dialect.js'
+import { dialectOf } from './dialect.js'
 import { exec } from './raw.js'
 import type { Schema, Store } from './schema.js'
 
@@ -12,9 +12,9 @@ import type { Schema, Store } from './schema.js'
  */
 export function orderedPages<R extends Record<string, unknown>>(
   db: Store,
-  dialect: Dialect,
   q: { select: SelectQueryBuilder<Schema, any, R>; key: keyof R & string; pageSize: number; cursorName: string },
 ): () => Promise<R[]> {
+  const dialect = dialectOf(db)
   // a column of the query's table, named as a string
   const key = q.key as any
   if (dialect === 'postgres') {

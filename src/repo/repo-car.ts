@@ -4,7 +4,7 @@
 // (optionally only blocks written after a revision) and getCheckout; and the proof of one record
 // (sync.getRecord).
 import { Readable } from 'node:stream'
-import type { Db, Dialect } from '../db/index.js'
+import type { Db } from '../db/index.js'
 import { sql } from 'kysely'
 import { orderedPages } from '../db/ordered-pages.js'
 import { dialectOf, hexOf } from '../db/dialect.js'
@@ -61,17 +61,10 @@ export async function repoCar(
     await snap.end()
     throw err
   }
-  return { stream: exportStream(db.dialect, snap, did, root.cid, opts.since, commit), root }
+  return { stream: exportStream(snap, did, root.cid, opts.since, commit), root }
 }
 
-function exportStream(
-  dialect: Dialect,
-  snap: Snapshot,
-  did: string,
-  root: string,
-  since: string | undefined,
-  commit?: { repo_rev: string; hex: string },
-) {
+function exportStream(snap: Snapshot, did: string, root: string, since: string | undefined, commit?: { repo_rev: string; hex: string }) {
   const car = new CarWriter(root)
   if (commit && (since === undefined || commit.repo_rev > since)) car.add(root, commit.hex)
   let ready: Buffer[] = car.take(true)
@@ -80,7 +73,7 @@ function exportStream(
     .selectFrom('repo_block')
     .select(['cid', hexContent(snap.store)])
     .where('did', '=', did)
-  const page = orderedPages(snap.store, dialect, {
+  const page = orderedPages(snap.store, {
     select: since !== undefined ? blocks.where('repo_rev', '>', since) : blocks,
     key: 'cid',
     pageSize: PAGE,
