@@ -10,6 +10,7 @@ export const LAYERS = [
   {
     kernel: [
       'config.ts',
+      'config-values.ts',
       'errors.ts',
       'logger.ts',
       'limits.ts',

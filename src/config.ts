@@ -2,11 +2,11 @@
 // value stops the process with one line naming the variable.
 import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { isIP } from 'node:net'
 import { parseEnv } from 'node:util'
 import { join, resolve } from 'node:path'
 import { isValidDid } from '@atproto/syntax'
 import { z } from 'zod/v4'
+import { bool, color, hex64, int, key256, list, nameserver, proxyEntry, url } from './config-values.js'
 
 // Values and shapes the settings are checked against; the modules that use them import them from here.
 export const FLAVORS = ['generic', 'postmark', 'resend', 'sendgrid', 'mailgun', 'ses'] as const
@@ -56,59 +56,6 @@ export type BackupS3Config = BucketConfig & {
 
 export class ConfigError extends Error {}
 
-const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max)
-const hex64 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters')
-const url = z.url({ protocol: /^https?$/ })
-/** 32 bytes as 64 hexadecimal characters or base64 (openssl rand -hex 32, or -base64 32) */
-const key256 = z.string().transform((s, ctx) => {
-  const bytes = /^[0-9a-fA-F]{64}$/.test(s)
-    ? Buffer.from(s, 'hex')
-    : /^[A-Za-z0-9+/_-]{43}=?$/.test(s)
-      ? Buffer.from(s, 'base64')
-      : undefined
-  if (bytes?.length !== 32) {
-    ctx.addIssue({ code: 'custom', message: 'must be 32 bytes: 64 hexadecimal characters or base64 (openssl rand -hex 32)' })
-    return z.NEVER
-  }
-  return bytes
-})
-const urlList = z
-  .string()
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(url))
-
-// `ip` or `ip:port`, IPv6 in brackets when it has a port (as dns.setServers takes them)
-const nameserver = z.string().refine((s) => {
-  const m = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(s) ?? /^([^:]+)(?::(\d{1,5}))?$/.exec(s)
-  const ip = m ? m[1] : s
-  const port = m?.[2] === undefined ? 1 : Number(m[2])
-  return isIP(ip) !== 0 && port >= 1 && port <= 65535
-}, 'each entry must be ip or ip:port')
-// express `trust proxy` entries: a named range or an address with an optional prefix length
-const proxyEntry = z.string().refine((s) => {
-  if (['loopback', 'linklocal', 'uniquelocal'].includes(s)) return true
-  const [ip, bits, extra] = s.split('/')
-  return extra === undefined && isIP(ip) !== 0 && (bits === undefined || /^\d{1,3}$/.test(bits))
-}, 'each entry must be loopback, linklocal, uniquelocal or an address with an optional /prefix')
-const list = (item: z.ZodType<string, string>) =>
-  z
-    .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(item))
-
-// `#rgb` or `#rrggbb`: it goes into a stylesheet, so nothing else may pass
-const color = z.string().regex(/^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour such as #0b57b5')
 export const COLOR_NAMES = [
   'primary',
   'primaryContrast',
@@ -208,7 +155,7 @@ const vars = {
         .filter(Boolean),
     ),
   PDS_TRUST_PROXY: list(proxyEntry).default(['loopback']),
-  PDS_CRAWLERS: urlList.default([]),
+  PDS_CRAWLERS: list(url).default([]),
   PDS_BSKY_APP_VIEW_URL: url.optional(),
   PDS_BSKY_APP_VIEW_DID: z
     .string()
